@@ -1,0 +1,38 @@
+# User entry points. `make demo` and `make test` do all the set-up themselves.
+BUILD ?= build
+MESON_FLAGS ?=
+JOBS ?= $(shell nproc)
+
+.PHONY: all deps build test demo clean asan tsan format
+
+all: build
+
+deps:
+	@scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) $(MESON_FLAGS)
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD) -j $(JOBS)
+
+test: build
+	meson test -C $(BUILD) --print-errorlogs --num-processes $(JOBS)
+
+demo: build
+	@scripts/demo.sh $(BUILD)
+
+# Sanitizer builds of every test suite (separate build folders).
+asan: deps
+	[ -f build-asan/build.ninja ] || meson setup build-asan -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized
+	ninja -C build-asan -j $(JOBS) && meson test -C build-asan --print-errorlogs --num-processes $(JOBS)
+
+tsan: deps
+	[ -f build-tsan/build.ninja ] || meson setup build-tsan -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized
+	ninja -C build-tsan -j $(JOBS) && meson test -C build-tsan --print-errorlogs --num-processes $(JOBS)
+
+format:
+	git ls-files '*.h' '*.cc' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) build-asan build-tsan
