@@ -15,7 +15,8 @@ const Command kCommands[] = {
      "simulate iterations with a policy and report the paper's metrics"},
     {"compare", run_compare, "--graph G.json [simulation flags] [--format table|json]",
      "simulate every policy on one graph and setting, side by side"},
-    {"generate", run_generate, "--kind chain|seq-32|par-32|inception|random [--size N] [--seed N] [--out FILE]",
+    {"generate", run_generate,
+     "--kind chain|seq-32|par-32|inception|random|layered [--size N] [--recvs N] [--seed N] [--out FILE]",
      "write a generated tictac-graph/1 file"},
     {"info", run_info, "[--tunables]", "show the build, which backends are viable here, and tunables"},
 };

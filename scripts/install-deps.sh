@@ -4,7 +4,7 @@
 # is missing.
 set -euo pipefail
 
-packages=(meson ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev libssl-dev
+packages=(meson ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libibverbs-dev
           python3 iproute2)
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,35 @@
+// The cryptographic pieces of the handshake, as pure functions over OpenSSL's libcrypto.
+//
+//   proof = HMAC-SHA256(token, "tictac-auth-v1" || role || own_nonce || peer_nonce)
+// where role is one byte (1 initiator, 2 acceptor) naming the side that computes the proof.
+// Including the role means a proof can never be reflected back as the other side's proof.
+// Thread-safe: no shared state.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace tictac::auth {
+
+inline constexpr std::size_t kNonceBytes = 32;
+inline constexpr std::size_t kMacBytes = 32;
+inline constexpr std::string_view kProofContext = "tictac-auth-v1";
+
+using Nonce = std::array<std::uint8_t, kNonceBytes>;
+using Mac = std::array<std::uint8_t, kMacBytes>;
+
+enum class Role : std::uint8_t { initiator = 1, acceptor = 2 };
+const char* role_name(Role role);
+
+// 32 bytes from RAND_bytes; internal error when the system RNG fails.
+Result<Nonce> random_nonce();
+Result<Mac> compute_proof(std::string_view token, Role prover, const Nonce& prover_nonce,
+                          const Nonce& verifier_nonce);
+// Constant-time comparison (CRYPTO_memcmp).
+bool macs_equal(const Mac& a, const Mac& b);
+
+}  // namespace tictac::auth

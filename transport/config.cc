@@ -1,0 +1,71 @@
+#include "transport/config.h"
+
+#include <string>
+
+#include "common/log.h"
+#include "common/tunables.h"
+#include "transport/wire.h"
+
+namespace tictac::transport {
+namespace {
+
+const SizeTunable kChunkBytes{"TICTAC_CHUNK_BYTES", 1 << 20,
+                              "bytes per transfer chunk; a higher-priority message preempts at chunk "
+                              "boundaries (1..1G)"};
+const IntTunable kWindow{"TICTAC_WINDOW", 4,
+                         "data chunks in flight per backend device, shared by all its peers (1..4096)"};
+const SizeTunable kEagerBytes{"TICTAC_EAGER_BYTES", 256 << 10,
+                              "eager receive pool per peer; smaller messages skip the READY round trip "
+                              "while credit lasts (0 disables eager sends)"};
+const DurationTunable kTimeout{"TICTAC_TIMEOUT", std::chrono::seconds(30),
+                               "connect and handshake timeout, and the silence after which a peer is "
+                               "declared dead", "30s"};
+const BoolTunable kPriority{"TICTAC_PRIORITY", true,
+                            "enforce priorities (1) or send in plain FIFO order (0)"};
+
+}  // namespace
+
+Result<TransportConfig> TransportConfig::from_env() {
+  TransportConfig c;
+  auto chunk = kChunkBytes.get();
+  TICTAC_RETURN_IF_ERROR(chunk);
+  auto window = kWindow.get();
+  TICTAC_RETURN_IF_ERROR(window);
+  auto eager = kEagerBytes.get();
+  TICTAC_RETURN_IF_ERROR(eager);
+  auto timeout = kTimeout.get();
+  TICTAC_RETURN_IF_ERROR(timeout);
+  auto priority = kPriority.get();
+  TICTAC_RETURN_IF_ERROR(priority);
+  if (*window < 1 || *window > 4096) {
+    return invalid_argument("TICTAC_WINDOW=" + std::to_string(*window) + " is out of range 1..4096");
+  }
+  c.chunk_bytes = *chunk;
+  c.window_chunks = static_cast<std::uint32_t>(*window);
+  c.eager_bytes = *eager;
+  c.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
+  c.enforce_priority = *priority;
+  TICTAC_RETURN_IF_ERROR(c.validate());
+  TICTAC_LOG(debug) << "transport config: TICTAC_CHUNK_BYTES=" << c.chunk_bytes
+                    << " TICTAC_WINDOW=" << c.window_chunks << " TICTAC_EAGER_BYTES=" << c.eager_bytes
+                    << " TICTAC_TIMEOUT=" << c.timeout.count() << "ms TICTAC_PRIORITY="
+                    << (c.enforce_priority ? 1 : 0);
+  return c;
+}
+
+Status TransportConfig::validate() const {
+  if (chunk_bytes < 1 || chunk_bytes > wire::kMaxChunkBytes) {
+    return invalid_argument("chunk size " + std::to_string(chunk_bytes) +
+                            " is out of range 1.." + std::to_string(wire::kMaxChunkBytes) +
+                            " (TICTAC_CHUNK_BYTES)");
+  }
+  if (window_chunks < 1) return invalid_argument("window must be at least one chunk (TICTAC_WINDOW)");
+  if (eager_bytes > (std::uint64_t{1} << 40)) {
+    return invalid_argument("eager pool of " + std::to_string(eager_bytes) +
+                            " bytes per peer is unreasonably large (TICTAC_EAGER_BYTES)");
+  }
+  if (timeout.count() < 1) return invalid_argument("timeout must be at least 1ms (TICTAC_TIMEOUT)");
+  return Status::Ok();
+}
+
+}  // namespace tictac::transport

@@ -1,0 +1,31 @@
+// TransportConfig: the tunables of the transport core, read from TICTAC_* environment variables
+// (declared once, in config.cc, with defaults and help text; `tictac info --tunables` lists them):
+//   TICTAC_CHUNK_BYTES  (1 MiB)  bytes per chunk: the preemption granularity
+//   TICTAC_WINDOW       (4)      data chunks in flight per backend device
+//   TICTAC_EAGER_BYTES  (256 KiB) eager pool per peer: messages up to this size are sent without
+//                                 waiting for the receiver's READY while credit lasts
+//   TICTAC_TIMEOUT      (30s)    connect/handshake timeout and silence after which a peer is dead
+//   TICTAC_PRIORITY     (1)      0 = plain FIFO (priorities ignored), for comparisons
+// Plain value; thread-safe to copy. from_env() reports a bad variable as invalid_argument naming
+// it; validate() rejects values out of range.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "common/status.h"
+
+namespace tictac::transport {
+
+struct TransportConfig {
+  std::uint64_t chunk_bytes = 1 << 20;
+  std::uint32_t window_chunks = 4;
+  std::uint64_t eager_bytes = 256 << 10;
+  std::chrono::milliseconds timeout{30'000};
+  bool enforce_priority = true;
+
+  static Result<TransportConfig> from_env();
+  Status validate() const;
+};
+
+}  // namespace tictac::transport

@@ -1,0 +1,527 @@
+#include "transport/connection.h"
+
+#include <cstring>
+#include <utility>
+
+#include "common/check.h"
+#include "common/log.h"
+
+namespace tictac::transport {
+
+using wire::FrameType;
+using wire::Header;
+
+Connection::Connection(PeerId id, std::unique_ptr<Endpoint> endpoint, SendQueue& queue,
+                       ConnectionHost& host, const TransportConfig& config, const HelloInfo& local,
+                       bool initiator)
+    : id_(id), endpoint_(std::move(endpoint)), endpoint_desc_(endpoint_->describe()), queue_(queue),
+      host_(host), config_(config), local_(local), initiator_(initiator), created_(Clock::now()),
+      last_rx_(created_), last_tx_(created_) {}
+
+Connection::~Connection() {
+  if (endpoint_) endpoint_->close();
+}
+
+std::string Connection::describe() const {
+  std::string who = peer_.name.empty() ? std::string("(handshake not done)") : "'" + peer_.name + "'";
+  return "peer " + who + " over " + endpoint_desc_;
+}
+
+Status Connection::peer_status(StatusCode code, const std::string& what) const {
+  return Status(code, describe() + ": " + what, "peer " + (peer_.name.empty() ? endpoint_desc_ : peer_.name));
+}
+
+void Connection::start() {
+  endpoint_->start(this);
+  Header h;
+  h.type = FrameType::hello;
+  std::vector<std::byte> body = encode_hello(local_);
+  h.length = static_cast<std::uint32_t>(body.size());
+  push_control(h, std::move(body));
+}
+
+void Connection::push_control(Header h, std::vector<std::byte> payload, std::uint64_t completes_msg) {
+  const std::uint64_t cid = next_control_id_++;
+  control_.emplace(cid, ControlFrame{h, std::move(payload), completes_msg});
+  queue_.push_control(id_, cid);
+  host_.schedule_pump(queue_);
+}
+
+bool Connection::has_capacity() const {
+  return state_ != State::failed && endpoint_ && endpoint_->has_capacity();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Sending
+
+void Connection::send(Request* req) {
+  if (state_ == State::failed) {
+    host_.finish(req, terminal_, 0, id_);
+    return;
+  }
+  const std::uint64_t msg_id = next_msg_id_++;
+  const std::uint64_t total = req->length();
+  OutMsg m;
+  m.req = req;
+  m.eager = total <= send_credit_;
+  if (m.eager) send_credit_ -= total;
+  Header a;
+  a.type = FrameType::announce;
+  a.flags = m.eager ? wire::kFlagEager : 0;
+  a.tag = req->tag();
+  a.msg_id = msg_id;
+  a.total = total;
+  a.priority = req->priority();
+  m.control_id = next_control_id_;
+  out_.emplace(msg_id, m);
+  push_control(a, {}, total == 0 ? msg_id : 0);
+  if (m.eager && total > 0) queue_.push(id_, msg_id, req->priority(), total);
+}
+
+void Connection::post_chunk(const Chunk& chunk) {
+  if (state_ == State::failed) return;
+  Header h;
+  const std::byte* payload = nullptr;
+  Sent s;
+  s.chunk = chunk;
+  if (chunk.control) {
+    auto it = control_.find(chunk.message);
+    TICTAC_CHECK(it != control_.end(), "control frame " << chunk.message << " vanished");
+    h = it->second.header;
+    payload = it->second.payload.empty() ? nullptr : it->second.payload.data();
+    s.control = true;
+    s.control_id = chunk.message;
+    if (h.type == FrameType::announce) {
+      auto o = out_.find(h.msg_id);
+      if (o != out_.end()) {
+        o->second.announced = true;
+        if (h.total == 0) o->second.all_popped = true;
+      }
+    }
+  } else {
+    auto it = out_.find(chunk.message);
+    TICTAC_CHECK(it != out_.end(), "data chunk of unknown message " << chunk.message);
+    OutMsg& m = it->second;
+    h.type = FrameType::data;
+    h.tag = m.req->tag();
+    h.msg_id = chunk.message;
+    h.offset = chunk.offset;
+    h.total = m.req->length();
+    h.priority = m.req->priority();
+    h.length = static_cast<std::uint32_t>(chunk.length);
+    payload = m.req->data() + chunk.offset;
+    ++m.chunks_out;
+    if (chunk.last) m.all_popped = true;
+    if (m.req->state() == RequestState::queued) m.req->set_state(RequestState::posted);
+  }
+  const std::uint64_t cookie = next_cookie_++;
+  sent_.emplace(cookie, s);
+  last_tx_ = Clock::now();
+  Status st = endpoint_->post(h, payload, cookie);
+  if (!st.ok()) fail(peer_status(StatusCode::connection_lost, "cannot send: " + st.to_string()));
+}
+
+void Connection::on_sent(std::uint64_t cookie) {
+  auto it = sent_.find(cookie);
+  if (it == sent_.end()) return;
+  const Sent s = it->second;
+  sent_.erase(it);
+  if (s.control) {
+    auto c = control_.find(s.control_id);
+    const std::uint64_t completes = c != control_.end() ? c->second.completes_msg : 0;
+    if (c != control_.end()) control_.erase(c);
+    if (completes != 0 && out_.count(completes) != 0) finish_out(completes, Status::Ok());
+  } else {
+    queue_.on_chunk_done(s.chunk);
+    auto o = out_.find(s.chunk.message);
+    if (o != out_.end()) {
+      OutMsg& m = o->second;
+      --m.chunks_out;
+      if (m.chunks_out == 0 && m.cancelling) {
+        finish_out(s.chunk.message, Status(StatusCode::cancelled, "send cancelled"));
+      } else if (m.chunks_out == 0 && m.all_popped) {
+        finish_out(s.chunk.message, Status::Ok());
+      }
+    }
+  }
+  host_.schedule_pump(queue_);
+}
+
+void Connection::on_writable() { host_.schedule_pump(queue_); }
+
+void Connection::finish_out(std::uint64_t msg_id, const Status& status) {
+  auto it = out_.find(msg_id);
+  Request* req = it->second.req;
+  out_.erase(it);
+  host_.finish(req, status, status.ok() ? req->length() : 0, id_);
+}
+
+bool Connection::cancel(Request* req) {
+  if (req->kind() == RequestKind::send) {
+    for (auto& [msg_id, m] : out_) {
+      if (m.req != req) continue;
+      if (m.cancelling || m.all_popped) return true;  // too late or already on its way out
+      const std::uint64_t id = msg_id;
+      if (!m.announced) {
+        // The peer never heard of it: take the ANNOUNCE and any data back silently.
+        (void)queue_.remove(id_, m.control_id);
+        control_.erase(m.control_id);
+        (void)queue_.remove(id_, id);
+        if (m.eager) send_credit_ += req->length();
+        finish_out(id, Status(StatusCode::cancelled, "send cancelled before it was announced"));
+        return true;
+      }
+      (void)queue_.remove(id_, id);
+      Header a;
+      a.type = FrameType::abort;
+      a.msg_id = id;
+      push_control(a);
+      m.cancelling = true;
+      if (m.chunks_out == 0) finish_out(id, Status(StatusCode::cancelled, "send cancelled"));
+      return true;
+    }
+    return false;
+  }
+  for (auto& [msg_id, m] : in_) {
+    if (m.recv != req) continue;
+    if (m.frame_in_progress) {
+      m.cancel_pending = true;  // completes when the chunk now landing in its buffer is done
+      return true;
+    }
+    m.recv = nullptr;
+    m.discard = true;
+    host_.finish(req, Status(StatusCode::cancelled, "receive cancelled"), 0, id_);
+    return true;
+  }
+  return false;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Receiving
+
+Status Connection::validate(const Header& h) {
+  if (state_ == State::handshaking && h.type != FrameType::hello) {
+    return peer_status(StatusCode::protocol_error,
+                       std::string("expected HELLO first, got ") + std::string(wire::to_string(h.type)));
+  }
+  switch (h.type) {
+    case FrameType::hello:
+      if (state_ != State::handshaking) return peer_status(StatusCode::protocol_error, "second HELLO");
+      return Status::Ok();
+    case FrameType::announce:
+      if (h.msg_id <= last_in_msg_id_) {
+        return peer_status(StatusCode::protocol_error,
+                           "ANNOUNCE of message " + std::to_string(h.msg_id) +
+                               " is not newer than message " + std::to_string(last_in_msg_id_));
+      }
+      if ((h.flags & wire::kFlagEager) != 0 && h.total > config_.eager_bytes - eager_in_use_) {
+        return peer_status(StatusCode::protocol_error,
+                           "eager message of " + std::to_string(h.total) + " bytes exceeds the " +
+                               std::to_string(config_.eager_bytes - eager_in_use_) +
+                               " bytes of credit it was given");
+      }
+      return Status::Ok();
+    case FrameType::data: {
+      auto it = in_.find(h.msg_id);
+      if (it == in_.end()) {
+        return peer_status(StatusCode::protocol_error,
+                           "DATA for unknown message " + std::to_string(h.msg_id));
+      }
+      const InMsg& m = it->second;
+      if (!m.eager && m.recv == nullptr && !m.discard) {
+        return peer_status(StatusCode::protocol_error,
+                           "DATA for message " + std::to_string(h.msg_id) + " before READY");
+      }
+      if (h.total != m.total || h.tag != m.tag) {
+        return peer_status(StatusCode::protocol_error,
+                           "DATA for message " + std::to_string(h.msg_id) +
+                               " disagrees with its ANNOUNCE (tag/total)");
+      }
+      const std::uint64_t posted = m.recv != nullptr ? m.recv->length() : m.total;
+      Status fits = wire::check_data_fits(h, m.received, posted);
+      if (!fits.ok()) return peer_status(StatusCode::protocol_error, fits.message());
+      return Status::Ok();
+    }
+    case FrameType::ready:
+    case FrameType::reject: {
+      auto it = out_.find(h.msg_id);
+      if (it == out_.end()) {
+        if (h.msg_id != 0 && h.msg_id < next_msg_id_) return Status::Ok();  // cancelled meanwhile
+        return peer_status(StatusCode::protocol_error, std::string(wire::to_string(h.type)) +
+                                                           " for unknown message " + std::to_string(h.msg_id));
+      }
+      if (it->second.eager) {
+        return peer_status(StatusCode::protocol_error, std::string(wire::to_string(h.type)) +
+                                                           " for eager message " + std::to_string(h.msg_id));
+      }
+      return Status::Ok();
+    }
+    case FrameType::credit:
+      if (send_credit_ + h.total > peer_.eager_bytes) {
+        return peer_status(StatusCode::protocol_error,
+                           "CREDIT of " + std::to_string(h.total) + " bytes exceeds the pool it advertised");
+      }
+      return Status::Ok();
+    case FrameType::abort:
+      if (h.msg_id == 0 || h.msg_id > last_in_msg_id_) {
+        return peer_status(StatusCode::protocol_error,
+                           "ABORT for message " + std::to_string(h.msg_id) + " that was never announced");
+      }
+      return Status::Ok();
+    case FrameType::heartbeat:
+      return Status::Ok();
+  }
+  return peer_status(StatusCode::protocol_error, "unhandled frame type");
+}
+
+Result<Destination> Connection::on_header(const Header& h) {
+  last_rx_ = Clock::now();
+  Status st = validate(h);
+  if (!st.ok()) return st;
+  Destination d;
+  if (h.type == FrameType::hello) {
+    hello_body_.resize(h.length);
+    d.data = hello_body_.data();
+  } else if (h.type == FrameType::data && h.length > 0) {
+    InMsg& m = in_.at(h.msg_id);
+    if (m.discard) {
+      d.discard = true;
+    } else if (m.recv != nullptr) {
+      d.data = m.recv->data() + h.offset;
+      m.frame_in_progress = true;
+    } else {
+      d.data = m.pool.get() + h.offset;
+      m.frame_in_progress = true;
+    }
+  }
+  return d;
+}
+
+void Connection::on_frame(const Header& h) {
+  last_rx_ = Clock::now();
+  switch (h.type) {
+    case FrameType::hello: handle_hello(); break;
+    case FrameType::announce: handle_announce(h); break;
+    case FrameType::data: handle_data(h); break;
+    case FrameType::ready: handle_ready(h); break;
+    case FrameType::reject: handle_reject(h); break;
+    case FrameType::credit: send_credit_ += h.total; host_.schedule_pump(queue_); break;
+    case FrameType::abort: handle_abort(h); break;
+    case FrameType::heartbeat: break;
+  }
+}
+
+void Connection::handle_hello() {
+  Result<HelloInfo> info = decode_hello(hello_body_);
+  hello_body_.clear();
+  if (!info.ok()) {
+    fail(peer_status(StatusCode::protocol_error, info.status().message()));
+    return;
+  }
+  Status ok = verify_hello(local_, *info);
+  if (!ok.ok()) {
+    fail(peer_status(ok.code(), "refused in the handshake: " + ok.message()));
+    return;
+  }
+  peer_ = *info;
+  send_credit_ = peer_.eager_bytes;
+  state_ = State::established;
+  TICTAC_LOG(debug) << "connected to " << describe();
+  host_.connection_established(*this);
+}
+
+void Connection::handle_announce(const Header& h) {
+  last_in_msg_id_ = h.msg_id;
+  InMsg m;
+  m.tag = h.tag;
+  m.total = h.total;
+  m.priority = h.priority;
+  m.eager = (h.flags & wire::kFlagEager) != 0;
+  if (m.eager) eager_in_use_ += m.total;
+  auto [it, inserted] = in_.emplace(h.msg_id, std::move(m));
+  TICTAC_CHECK(inserted, "message id reused after validation");
+  Request* req = host_.match_message(*this, h.tag, h.msg_id);
+  if (req != nullptr) {
+    bind_in(h.msg_id, it->second, req);
+  } else if (it->second.eager && it->second.total > 0) {
+    it->second.pool = std::make_unique<std::byte[]>(it->second.total);
+  }
+}
+
+void Connection::bind(std::uint64_t msg_id, Request* req) {
+  auto it = in_.find(msg_id);
+  TICTAC_CHECK(it != in_.end(), "bind to unknown message " << msg_id);
+  bind_in(msg_id, it->second, req);
+}
+
+void Connection::bind_in(std::uint64_t msg_id, InMsg& m, Request* req) {
+  if (m.total > req->length()) {
+    const Status too_small(StatusCode::invalid_argument,
+                           "message of " + std::to_string(m.total) + " bytes (tag " + std::to_string(m.tag) +
+                               ") from " + describe() + " does not fit the posted receive of " +
+                               std::to_string(req->length()) + " bytes");
+    host_.finish(req, too_small, 0, id_);
+    if (m.eager) {
+      m.discard = true;
+      m.pool.reset();
+      if (m.received == m.total) settle_in(msg_id);
+    } else {
+      Header r;
+      r.type = FrameType::reject;
+      r.msg_id = msg_id;
+      r.aux = static_cast<std::uint32_t>(StatusCode::invalid_argument);
+      push_control(r);
+      in_.erase(msg_id);
+    }
+    return;
+  }
+  m.recv = req;
+  req->set_state(RequestState::posted);
+  if (!m.frame_in_progress) {  // else the chunk landing in the pool now is copied when it is done
+    if (m.pool && m.received > 0) std::memcpy(req->data(), m.pool.get(), m.received);
+    m.pool.reset();
+  }
+  if (!m.eager) {
+    Header r;
+    r.type = FrameType::ready;
+    r.msg_id = msg_id;
+    push_control(r);
+    if (m.total == 0) settle_in(msg_id);
+    return;
+  }
+  if (m.received == m.total) settle_in(msg_id);
+}
+
+void Connection::handle_data(const Header& h) {
+  InMsg& m = in_.at(h.msg_id);
+  m.received += h.length;
+  m.frame_in_progress = false;
+  if (m.cancel_pending) {
+    Request* req = m.recv;
+    m.recv = nullptr;
+    m.discard = true;
+    m.cancel_pending = false;
+    m.pool.reset();
+    host_.finish(req, Status(StatusCode::cancelled, "receive cancelled"), 0, id_);
+  }
+  if (m.recv != nullptr && m.pool) {  // bound while this chunk was landing in the eager pool
+    std::memcpy(m.recv->data(), m.pool.get(), m.received);
+    m.pool.reset();
+  }
+  if (m.received == m.total) settle_in(h.msg_id);
+}
+
+void Connection::settle_in(std::uint64_t msg_id) {
+  auto it = in_.find(msg_id);
+  InMsg& m = it->second;
+  if (m.recv == nullptr && !m.discard) return;  // unexpected and complete: waits for its receive
+  Request* req = m.recv;
+  const std::uint64_t total = m.total;
+  const bool eager = m.eager;
+  in_.erase(it);
+  if (eager) return_credit(total);
+  if (req != nullptr) host_.finish(req, Status::Ok(), total, id_);
+}
+
+void Connection::return_credit(std::uint64_t bytes) {
+  eager_in_use_ -= bytes;
+  if (bytes == 0 || state_ == State::failed) return;
+  Header c;
+  c.type = FrameType::credit;
+  c.total = bytes;
+  push_control(c);
+}
+
+void Connection::handle_ready(const Header& h) {
+  auto it = out_.find(h.msg_id);
+  if (it == out_.end() || it->second.cancelling) return;  // cancelled meanwhile
+  OutMsg& m = it->second;
+  if (m.req->length() == 0) {
+    finish_out(h.msg_id, Status::Ok());
+    return;
+  }
+  queue_.push(id_, h.msg_id, m.req->priority(), m.req->length());
+  host_.schedule_pump(queue_);
+}
+
+void Connection::handle_reject(const Header& h) {
+  auto it = out_.find(h.msg_id);
+  if (it == out_.end() || it->second.cancelling) return;
+  finish_out(h.msg_id, peer_status(static_cast<StatusCode>(h.aux),
+                                   "the receiver refused message " + std::to_string(h.msg_id) +
+                                       " (tag " + std::to_string(it->second.req->tag()) +
+                                       "): its posted receive is too small"));
+}
+
+void Connection::handle_abort(const Header& h) {
+  auto it = in_.find(h.msg_id);
+  if (it == in_.end()) return;  // already settled or refused
+  InMsg& m = it->second;
+  Request* req = m.recv;
+  const bool eager = m.eager;
+  const std::uint64_t total = m.total;
+  if (req == nullptr && !m.discard) host_.forget_message(*this, h.msg_id);
+  in_.erase(it);
+  if (eager) return_credit(total);
+  if (req != nullptr) {
+    host_.finish(req, peer_status(StatusCode::cancelled, "the sender cancelled the message"), 0, id_);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Liveness and failure
+
+void Connection::watchdog(Clock::time_point now) {
+  if (state_ == State::failed) return;
+  if (state_ == State::handshaking) {
+    if (now - created_ > config_.timeout) {
+      fail(peer_status(StatusCode::timeout, "handshake did not complete within TICTAC_TIMEOUT (" +
+                                                std::to_string(config_.timeout.count()) + " ms)"));
+    }
+    return;
+  }
+  if (now - last_rx_ > config_.timeout) {
+    fail(peer_status(StatusCode::connection_lost,
+                     "no frame from the peer for " + std::to_string(config_.timeout.count()) +
+                         " ms (TICTAC_TIMEOUT): it hung, was stopped, or the network is down"));
+    return;
+  }
+  if (now - last_tx_ > config_.timeout / 4) {
+    Header hb;
+    hb.type = FrameType::heartbeat;
+    last_tx_ = now;
+    push_control(hb);
+  }
+}
+
+void Connection::on_failed(const Status& status) {
+  // Statuses from our own on_header() already name the peer.
+  const bool named = status.message().rfind("peer ", 0) == 0;
+  fail(named ? status : peer_status(status.code(), status.message()));
+}
+
+void Connection::fail(const Status& status) {
+  if (state_ == State::failed) return;
+  state_ = State::failed;
+  terminal_ = status;
+  if (status.code() == StatusCode::protocol_error) {
+    TICTAC_LOG(warn) << "closing the connection: " << status.message();
+  } else {
+    TICTAC_LOG(debug) << "connection failed: " << status.to_string();
+  }
+  if (endpoint_) endpoint_->close();
+  queue_.remove_peer(id_);
+  control_.clear();
+  sent_.clear();
+  std::vector<Request*> reqs;
+  for (auto& [msg_id, m] : out_) reqs.push_back(m.req);
+  for (auto& [msg_id, m] : in_) {
+    if (m.recv != nullptr) reqs.push_back(m.recv);
+  }
+  out_.clear();
+  in_.clear();
+  for (Request* r : reqs) host_.finish(r, terminal_, 0, id_);
+  host_.connection_failed(*this, terminal_);
+}
+
+}  // namespace tictac::transport

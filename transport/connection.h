@@ -1,0 +1,164 @@
+// Connection: the core's per-peer protocol over one Endpoint (internal to transport/).
+//
+// Implements the message protocol on top of frames (see docs/transport.md):
+//   sender:   ANNOUNCE (control lane, FIFO) -> [eager: DATA now | rendezvous: wait READY] -> DATA
+//   receiver: ANNOUNCE -> match -> READY (rendezvous) / land or pool (eager) -> CREDIT (eager)
+// plus REJECT (receive buffer too small), ABORT (sender cancelled), HEARTBEAT (liveness) and the
+// HELLO handshake. Every incoming frame is validated against this state; a violation is a
+// protocol_error that fails the connection.
+// Loop-thread only. Owned by the Core; the Request objects it points to are owned by the Core and
+// released only through ConnectionHost::finish().
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/backend.h"
+#include "transport/config.h"
+#include "transport/handshake.h"
+#include "transport/request.h"
+#include "transport/send_queue.h"
+
+namespace tictac::transport {
+
+class Connection;
+
+// What a Connection needs from the Core.
+class ConnectionHost {
+ public:
+  virtual ~ConnectionHost() = default;
+  // A message was announced: the matching posted receive (now bound to it), or nullptr when the
+  // message is recorded as unexpected.
+  virtual Request* match_message(Connection& conn, Tag tag, std::uint64_t msg_id) = 0;
+  // An unexpected message of `conn` went away (sender aborted it).
+  virtual void forget_message(Connection& conn, std::uint64_t msg_id) = 0;
+  // Completes and releases a request.
+  virtual void finish(Request* req, const Status& status, std::uint64_t bytes, PeerId source) = 0;
+  virtual void connection_established(Connection& conn) = 0;
+  // The connection reached its terminal state (its own requests are already completed).
+  virtual void connection_failed(Connection& conn, const Status& status) = 0;
+  virtual void schedule_pump(SendQueue& queue) = 0;
+};
+
+class Connection final : public EndpointSink {
+ public:
+  enum class State { handshaking, established, failed };
+
+  Connection(PeerId id, std::unique_ptr<Endpoint> endpoint, SendQueue& queue, ConnectionHost& host,
+             const TransportConfig& config, const HelloInfo& local, bool initiator);
+  ~Connection() override;
+
+  // Sends HELLO and starts receiving.
+  void start();
+
+  PeerId id() const { return id_; }
+  State state() const { return state_; }
+  bool initiator() const { return initiator_; }
+  const std::string& peer_name() const { return peer_.name; }
+  const Status& terminal_status() const { return terminal_; }
+  std::string describe() const;
+  SendQueue& queue() { return queue_; }
+
+  // --- called by the Core ---
+  void send(Request* req);
+  // A posted receive matched an unexpected message of this connection.
+  void bind(std::uint64_t msg_id, Request* req);
+  // true if the request belonged to this connection (it completes now or as soon as no backend
+  // touches its buffer any more).
+  bool cancel(Request* req);
+  bool has_capacity() const;
+  void post_chunk(const Chunk& chunk);
+  // Liveness check at `now`: heartbeat if we were quiet, failure if the peer was.
+  void watchdog(Clock::time_point now);
+  // Terminal: completes every request of this connection with `status`, closes the endpoint.
+  void fail(const Status& status);
+  // Releases the endpoint object (after fail(), outside any of its callbacks).
+  std::unique_ptr<Endpoint> release_endpoint() { return std::move(endpoint_); }
+
+  // --- EndpointSink ---
+  Result<Destination> on_header(const wire::Header& h) override;
+  void on_frame(const wire::Header& h) override;
+  void on_sent(std::uint64_t cookie) override;
+  void on_writable() override;
+  void on_failed(const Status& status) override;
+
+ private:
+  struct OutMsg {
+    Request* req = nullptr;
+    std::uint64_t control_id = 0;  // its ANNOUNCE on the control lane
+    bool eager = false;
+    bool announced = false;        // ANNOUNCE handed to the backend
+    bool all_popped = false;       // every chunk handed to the backend
+    bool cancelling = false;
+    std::uint32_t chunks_out = 0;  // handed over, not yet sent
+  };
+  struct InMsg {
+    Tag tag = 0;
+    std::uint64_t total = 0;
+    Priority priority = 0;
+    bool eager = false;
+    Request* recv = nullptr;                 // bound receive
+    std::unique_ptr<std::byte[]> pool;       // eager bytes of an unexpected message
+    std::uint64_t received = 0;
+    bool discard = false;                    // receive gone (cancelled/too small): drop the bytes
+    bool frame_in_progress = false;          // a DATA payload is landing in recv's buffer
+    bool cancel_pending = false;             // cancel() arrived while it was landing
+  };
+  struct ControlFrame {
+    wire::Header header;
+    std::vector<std::byte> payload;
+    std::uint64_t completes_msg = 0;  // a 0-byte message completes when its ANNOUNCE is sent
+  };
+  struct Sent {
+    bool control = false;
+    std::uint64_t control_id = 0;
+    Chunk chunk;
+  };
+
+  void push_control(wire::Header h, std::vector<std::byte> payload = {}, std::uint64_t completes_msg = 0);
+  Status validate(const wire::Header& h);
+  void handle_hello();
+  void handle_announce(const wire::Header& h);
+  void handle_data(const wire::Header& h);
+  void handle_ready(const wire::Header& h);
+  void handle_reject(const wire::Header& h);
+  void handle_abort(const wire::Header& h);
+  void bind_in(std::uint64_t msg_id, InMsg& m, Request* req);
+  // The message's bytes are all here (or it was dropped): deliver, return credit, forget.
+  void settle_in(std::uint64_t msg_id);
+  void return_credit(std::uint64_t bytes);
+  void finish_out(std::uint64_t msg_id, const Status& status);
+  Status peer_status(StatusCode code, const std::string& what) const;
+
+  const PeerId id_;
+  std::unique_ptr<Endpoint> endpoint_;
+  std::string endpoint_desc_;
+  SendQueue& queue_;
+  ConnectionHost& host_;
+  const TransportConfig config_;
+  const HelloInfo local_;
+  const bool initiator_;
+  State state_ = State::handshaking;
+  Status terminal_;
+  HelloInfo peer_;
+  std::vector<std::byte> hello_body_;
+
+  std::uint64_t next_msg_id_ = 1;
+  std::uint64_t last_in_msg_id_ = 0;
+  std::uint64_t next_control_id_ = std::uint64_t{1} << 63;  // disjoint from message ids
+  std::uint64_t next_cookie_ = 1;
+  std::uint64_t send_credit_ = 0;   // eager bytes we may still send to the peer
+  std::uint64_t eager_in_use_ = 0;  // of our pool for this peer
+  std::unordered_map<std::uint64_t, OutMsg> out_;
+  std::unordered_map<std::uint64_t, InMsg> in_;
+  std::unordered_map<std::uint64_t, ControlFrame> control_;
+  std::unordered_map<std::uint64_t, Sent> sent_;
+  Clock::time_point created_;
+  Clock::time_point last_rx_;
+  Clock::time_point last_tx_;
+};
+
+}  // namespace tictac::transport

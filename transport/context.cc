@@ -1,0 +1,202 @@
+#include "transport/context.h"
+
+#include <unistd.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include "transport/core.h"
+#include "transport/request.h"
+#include "transport/tcp/factory.h"
+
+namespace tictac::transport {
+namespace {
+
+std::string default_name() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
+  return std::string(host[0] != '\0' ? host : "host") + ":" + std::to_string(getpid());
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
+  TransportConfig config;
+  if (options.config) {
+    config = *options.config;
+  } else {
+    Result<TransportConfig> env = TransportConfig::from_env();
+    TICTAC_RETURN_IF_ERROR(env);
+    config = *env;
+  }
+  TICTAC_RETURN_IF_ERROR(config.validate());
+  if (options.backends.empty()) options.backends.push_back(tcp::create());
+  std::string name = options.name.empty() ? default_name() : options.name;
+  if (name.size() > kMaxNameBytes) {
+    return invalid_argument("context name of " + std::to_string(name.size()) + " bytes is longer than " +
+                            std::to_string(kMaxNameBytes));
+  }
+  Result<std::unique_ptr<ProgressEngine>> engine = ProgressEngine::create(options.mode);
+  TICTAC_RETURN_IF_ERROR(engine);
+
+  std::unique_ptr<Context> ctx(new Context(config, name, std::move(engine).value()));
+  for (const auto& b : options.backends) {
+    ctx->backend_status_.push_back(BackendStatus{std::string(b->name()), b->viability(), b->capabilities()});
+  }
+  ctx->core_ = std::make_unique<Core>(*ctx->engine_, config, name, std::move(options.backends));
+  Core* core = ctx->core_.get();
+  Result<bool> init = ctx->call<bool>([core](std::function<void(Result<bool>)> done) {
+    Status st = core->init();
+    if (st.ok()) {
+      done(true);
+    } else {
+      done(st);
+    }
+  });
+  TICTAC_RETURN_IF_ERROR(init);
+  return ctx;
+}
+
+Context::Context(TransportConfig config, std::string name, std::unique_ptr<ProgressEngine> engine)
+    : config_(config), name_(std::move(name)), engine_(std::move(engine)) {}
+
+Context::~Context() { join(); }
+
+std::vector<BackendStatus> Context::backends() const { return backend_status_; }
+
+template <typename T>
+Result<T> Context::call(std::function<void(std::function<void(Result<T>)>)> op) {
+  if (joined_.load()) return Status(StatusCode::cancelled, "context is joined");
+  const bool manual = engine_->mode() == ProgressEngine::Mode::manual;
+  if ((!manual && engine_->on_loop_thread()) || (manual && engine_->dispatching())) {
+    return invalid_argument("blocking transport call made from a completion callback; "
+                            "callbacks must not block (post the work elsewhere)");
+  }
+  struct Shared {
+    std::mutex m;
+    std::condition_variable cv;
+    std::optional<Result<T>> result;
+  };
+  auto shared = std::make_shared<Shared>();
+  engine_->post([op, shared] {
+    op([shared](Result<T> r) {
+      std::lock_guard<std::mutex> lock(shared->m);
+      if (!shared->result) shared->result.emplace(std::move(r));
+      shared->cv.notify_all();
+    });
+  });
+  if (manual) {
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(shared->m);
+        if (shared->result) break;
+      }
+      engine_->progress(std::chrono::milliseconds(10));
+    }
+  } else {
+    std::unique_lock<std::mutex> lock(shared->m);
+    shared->cv.wait(lock, [&] { return shared->result.has_value(); });
+  }
+  std::lock_guard<std::mutex> lock(shared->m);
+  return std::move(*shared->result);
+}
+
+Result<std::string> Context::listen(std::string_view address) {
+  Core* core = core_.get();
+  std::string addr(address);
+  return call<std::string>([core, addr](std::function<void(Result<std::string>)> done) {
+    done(core->listen(addr));
+  });
+}
+
+Result<PeerId> Context::connect(std::string_view address) {
+  Core* core = core_.get();
+  std::string addr(address);
+  return call<PeerId>([core, addr](std::function<void(Result<PeerId>)> done) {
+    core->connect(addr, std::move(done));
+  });
+}
+
+Result<PeerId> Context::accept(std::chrono::milliseconds timeout) {
+  Core* core = core_.get();
+  const auto deadline = Clock::now() + timeout;
+  return call<PeerId>([core, deadline](std::function<void(Result<PeerId>)> done) {
+    core->accept(deadline, std::move(done));
+  });
+}
+
+Result<std::string> Context::peer_name(PeerId peer) {
+  Core* core = core_.get();
+  return call<std::string>([core, peer](std::function<void(Result<std::string>)> done) {
+    done(core->peer_name(peer));
+  });
+}
+
+RequestId Context::submit(bool is_send, PeerId peer, Tag tag, std::byte* base, std::size_t region_bytes,
+                          std::uint64_t offset, std::uint64_t length, Priority priority, Callback cb) {
+  if (joined_.load()) return kNoRequest;
+  const RequestId id = next_request_.fetch_add(1);
+  Status range;
+  if (offset > region_bytes || length > region_bytes - offset) {
+    range = invalid_argument("range [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                             ") lies outside the region of " + std::to_string(region_bytes) + " bytes");
+  } else if (length > (std::uint64_t{1} << 48)) {
+    range = invalid_argument("message of " + std::to_string(length) + " bytes exceeds the 2^48 limit");
+  }
+  auto req = std::make_unique<Request>(id, is_send ? RequestKind::send : RequestKind::recv, peer, tag,
+                                       base + (range.ok() ? offset : 0), length, priority, std::move(cb));
+  Core* core = core_.get();
+  // shared_ptr: std::function needs a copyable callable.
+  auto holder = std::make_shared<std::unique_ptr<Request>>(std::move(req));
+  engine_->post([core, holder, range, is_send] {
+    if (!range.ok()) {
+      (*holder)->complete(range, 0, (*holder)->peer());
+      return;
+    }
+    if (is_send) {
+      core->send(std::move(*holder));
+    } else {
+      core->recv(std::move(*holder));
+    }
+  });
+  return id;
+}
+
+RequestId Context::send(PeerId peer, Tag tag, const MemoryRegion& region, std::uint64_t offset,
+                        std::uint64_t length, Priority priority, Callback callback) {
+  return submit(true, peer, tag, region.data(), region.size(), offset, length, priority, std::move(callback));
+}
+
+RequestId Context::recv(PeerId peer, Tag tag, MemoryRegion& region, std::uint64_t offset,
+                        std::uint64_t length, Callback callback) {
+  return submit(false, peer, tag, region.data(), region.size(), offset, length, 0, std::move(callback));
+}
+
+void Context::cancel(RequestId id) {
+  if (joined_.load()) return;
+  Core* core = core_.get();
+  engine_->post([core, id] { core->cancel(id); });
+}
+
+void Context::close() {
+  if (joined_.load()) return;
+  Core* core = core_.get();
+  engine_->post([core] { core->close(Status(StatusCode::cancelled, "context closed")); });
+}
+
+void Context::join() {
+  if (joined_.load()) return;
+  close();
+  // Everything posted before this marker ran when it runs (the inbox is FIFO).
+  Result<bool> drained = call<bool>([](std::function<void(Result<bool>)> done) { done(true); });
+  (void)drained;
+  joined_.store(true);
+  engine_->stop();
+  engine_->join();
+}
+
+std::size_t Context::progress(std::chrono::milliseconds timeout) { return engine_->progress(timeout); }
+
+}  // namespace tictac::transport

@@ -1,0 +1,120 @@
+// Context: the process-wide root of the transport: configuration, backends, the progress engine
+// and all transfers. This is the header users include.
+//
+//   auto ctx = Context::create(options);                 // TICTAC_* tunables by default
+//   std::string addr = *ctx->listen("tcp://127.0.0.1:0");
+//   PeerId p = *ctx->connect("tcp://127.0.0.1:5000");    // or *ctx->accept()
+//   ctx->send(p, tag, region, 0, region.size(), priority, [](const Status& s, uint64_t n, PeerId) {...});
+//   ctx->recv(kAnyPeer, tag, region, 0, region.size(), callback);
+//   ctx->close(); ctx->join();
+//
+// Thread safety: every method may be called from any thread. send/recv/cancel/close never block
+// and never run a callback themselves: they post to the loop thread, which owns all state.
+// Callbacks run on the loop thread (thread mode) or inside progress() (manual mode), exactly once
+// per request; they must not block and must not call the blocking helpers (connect/accept/join).
+// Blocking helpers (listen, connect, accept, peer_name) wait for the loop; in manual mode they
+// drive progress() themselves.
+// Ownership: the caller keeps each MemoryRegion (and its buffer) alive and unmodified (sends) or
+// untouched (receives) until the request's callback has fired.
+// Ordering: messages from one peer with one tag are received in the order they were sent;
+// matching is by (source, tag), first in first out. Sends leave in priority order (smaller
+// first), preempting at chunk boundaries.
+// Errors: asynchronous outcomes are the callback's Status: invalid_argument (bad peer, range, too
+// small a receive), cancelled (cancel() or close()), connection_lost / protocol_error / timeout
+// (naming the peer; every pending and later request on that peer gets the same status).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/status.h"
+#include "transport/backend.h"
+#include "transport/config.h"
+#include "transport/memory_region.h"
+#include "transport/progress_engine.h"
+#include "transport/types.h"
+
+namespace tictac::transport {
+
+class Core;
+
+struct ContextOptions {
+  // Peer name sent in the handshake (default: "<hostname>:<pid>").
+  std::string name;
+  // Thread (default) or manual progress (deterministic tests: call progress()).
+  ProgressEngine::Mode mode = ProgressEngine::Mode::thread;
+  // Configuration; unset = TransportConfig::from_env().
+  std::optional<TransportConfig> config;
+  // Backends in order of preference; empty = the TCP backend.
+  std::vector<std::unique_ptr<Backend>> backends;
+};
+
+struct BackendStatus {
+  std::string name;
+  Viability viability;
+  Capabilities capabilities;
+};
+
+class Context {
+ public:
+  static Result<std::unique_ptr<Context>> create(ContextOptions options);
+  ~Context();  // close() + join()
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  const TransportConfig& config() const { return config_; }
+  const std::string& name() const { return name_; }
+  std::vector<BackendStatus> backends() const;
+
+  // Starts listening on "<backend>://<address>"; returns the bound address (with the real port).
+  Result<std::string> listen(std::string_view address);
+  // Connects and completes the handshake, retrying refused connects, within TICTAC_TIMEOUT.
+  Result<PeerId> connect(std::string_view address);
+  // The next peer that connected to one of our listeners, waiting up to `timeout`.
+  Result<PeerId> accept(std::chrono::milliseconds timeout);
+  // The name the peer sent in its handshake.
+  Result<std::string> peer_name(PeerId peer);
+
+  // Sends region[offset, offset+length) to `peer` under `tag`. Returns the request's id.
+  RequestId send(PeerId peer, Tag tag, const MemoryRegion& region, std::uint64_t offset,
+                 std::uint64_t length, Priority priority, Callback callback);
+  // Receives a message of at most `length` bytes with `tag` from `peer` (or kAnyPeer) into
+  // region[offset, offset+length).
+  RequestId recv(PeerId peer, Tag tag, MemoryRegion& region, std::uint64_t offset,
+                 std::uint64_t length, Callback callback);
+  // Asks to cancel; the request then completes with `cancelled`, unless it was already complete or
+  // (a send) entirely handed to the backend, in which case it completes normally.
+  void cancel(RequestId id);
+
+  // Asynchronous: every pending request completes with `cancelled`, connections and listeners
+  // close. Requests submitted later complete with `cancelled` until join().
+  void close();
+  // Waits for close() to finish and stops the loop. After join(), send/recv return kNoRequest
+  // and drop their callback.
+  void join();
+
+  // Manual mode only: one loop iteration (see ProgressEngine::progress).
+  std::size_t progress(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+
+ private:
+  Context(TransportConfig config, std::string name, std::unique_ptr<ProgressEngine> engine);
+  template <typename T>
+  Result<T> call(std::function<void(std::function<void(Result<T>)>)> op);
+  RequestId submit(bool is_send, PeerId peer, Tag tag, std::byte* base, std::size_t region_bytes,
+                   std::uint64_t offset, std::uint64_t length, Priority priority, Callback cb);
+
+  const TransportConfig config_;
+  const std::string name_;
+  std::vector<BackendStatus> backend_status_;
+  std::unique_ptr<ProgressEngine> engine_;
+  std::unique_ptr<Core> core_;
+  std::atomic<RequestId> next_request_{1};
+  std::atomic<bool> joined_{false};
+};
+
+}  // namespace tictac::transport

@@ -1,0 +1,334 @@
+#include "transport/core.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/check.h"
+#include "common/log.h"
+
+namespace tictac::transport {
+
+Core::Core(ProgressEngine& engine, const TransportConfig& config, std::string name,
+           std::vector<std::unique_ptr<Backend>> backends)
+    : engine_(engine), config_(config), local_{std::move(name), config.eager_bytes} {
+  SendQueueConfig qc{config.chunk_bytes, config.window_chunks, config.enforce_priority};
+  for (auto& b : backends) {
+    Device d;
+    d.backend = std::move(b);
+    d.queue = std::make_unique<SendQueue>(qc);
+    devices_.push_back(std::move(d));
+  }
+}
+
+Core::~Core() {
+  // Connections close their endpoints before the backends that made them go away.
+  conns_.clear();
+}
+
+Status Core::init() {
+  for (Device& d : devices_) {
+    const Viability v = d.backend->viability();
+    if (!v.viable) {
+      TICTAC_LOG(info) << "transport backend " << d.backend->name() << " not viable: " << v.reason;
+      continue;
+    }
+    Status st = d.backend->attach(engine_);
+    if (!st.ok()) {
+      TICTAC_LOG(warn) << "transport backend " << d.backend->name() << " failed to start: " << st.to_string();
+      continue;
+    }
+    d.attached = true;
+  }
+  watchdog();
+  return Status::Ok();
+}
+
+void Core::watchdog() {
+  const auto now = Clock::now();
+  for (auto& [id, conn] : conns_) conn->watchdog(now);
+  auto period = std::min<std::chrono::milliseconds>(config_.timeout / 4, std::chrono::seconds(1));
+  period = std::max(period, std::chrono::milliseconds(1));
+  watchdog_timer_ = engine_.add_timer(now + period, [this] { watchdog(); });
+}
+
+Core::Device* Core::device_for(std::string_view address, std::string_view* rest, Status* error) {
+  const auto sep = address.find("://");
+  if (sep == std::string_view::npos) {
+    *error = invalid_argument("address '" + std::string(address) +
+                              "' has no scheme; write e.g. tcp://127.0.0.1:5000 or loopback://name");
+    return nullptr;
+  }
+  const std::string_view scheme = address.substr(0, sep);
+  *rest = address.substr(sep + 3);
+  std::string known;
+  for (Device& d : devices_) {
+    if (d.backend->name() == scheme) {
+      if (!d.attached) {
+        *error = Status(StatusCode::unavailable, "backend '" + std::string(scheme) +
+                                                     "' is not usable here: " + d.backend->viability().reason);
+        return nullptr;
+      }
+      return &d;
+    }
+    known += (known.empty() ? "" : ", ") + std::string(d.backend->name());
+  }
+  *error = invalid_argument("no backend '" + std::string(scheme) + "' in this context (have: " + known + ")");
+  return nullptr;
+}
+
+Connection& Core::add_connection(Device& dev, std::unique_ptr<Endpoint> ep, bool initiator) {
+  const PeerId id = next_peer_++;
+  auto conn = std::make_unique<Connection>(id, std::move(ep), *dev.queue, *this, config_, local_, initiator);
+  Connection& ref = *conn;
+  conns_.emplace(id, std::move(conn));
+  ref.start();
+  return ref;
+}
+
+Result<std::string> Core::listen(std::string_view address) {
+  if (closed_) return Status(StatusCode::cancelled, "context is closed");
+  std::string_view rest;
+  Status error;
+  Device* dev = device_for(address, &rest, &error);
+  if (dev == nullptr) return error;
+  return dev->backend->listen(rest, [this, dev](std::unique_ptr<Endpoint> ep) {
+    if (closed_) return;
+    add_connection(*dev, std::move(ep), /*initiator=*/false);
+  });
+}
+
+void Core::connect(const std::string& address, PeerFn done) {
+  if (closed_) {
+    done(Status(StatusCode::cancelled, "context is closed"));
+    return;
+  }
+  std::string_view rest;
+  Status error;
+  Device* dev = device_for(address, &rest, &error);
+  if (dev == nullptr) {
+    done(error);
+    return;
+  }
+  const std::uint64_t waiter = next_waiter_++;
+  connect_waiters_.emplace(waiter, std::move(done));
+  dev->backend->connect(rest, Clock::now() + config_.timeout,
+                        [this, dev, waiter, address](Result<std::unique_ptr<Endpoint>> ep) {
+                          auto w = connect_waiters_.find(waiter);
+                          if (w == connect_waiters_.end()) return;  // context closed meanwhile
+                          if (!ep.ok()) {
+                            PeerFn fn = std::move(w->second);
+                            connect_waiters_.erase(w);
+                            fn(ep.status().with_context("connect to " + address));
+                            return;
+                          }
+                          Connection& conn = add_connection(*dev, std::move(ep).value(), true);
+                          if (conn.state() == Connection::State::failed) return;  // already reported
+                          handshaking_connects_[conn.id()] = waiter;
+                        });
+}
+
+void Core::accept(Clock::time_point deadline, PeerFn done) {
+  if (closed_) {
+    done(Status(StatusCode::cancelled, "context is closed"));
+    return;
+  }
+  const std::uint64_t id = next_waiter_++;
+  const auto timer = engine_.add_timer(deadline, [this, id] {
+    auto it = accept_waiters_.find(id);
+    if (it == accept_waiters_.end()) return;
+    PeerFn fn = std::move(it->second.done);
+    accept_waiters_.erase(it);
+    fn(Status(StatusCode::timeout, "no peer connected before the accept deadline"));
+  });
+  accept_waiters_.emplace(id, AcceptWaiter{std::move(done), timer});
+  serve_accepts();
+}
+
+void Core::serve_accepts() {
+  while (!accepted_.empty() && !accept_waiters_.empty()) {
+    auto it = accept_waiters_.begin();
+    PeerFn fn = std::move(it->second.done);
+    engine_.cancel_timer(it->second.timer);
+    accept_waiters_.erase(it);
+    const PeerId id = accepted_.front();
+    accepted_.erase(accepted_.begin());
+    fn(id);
+  }
+}
+
+Result<std::string> Core::peer_name(PeerId peer) const {
+  auto it = conns_.find(peer);
+  if (it == conns_.end() || it->second->peer_name().empty()) {
+    return invalid_argument("unknown peer id " + std::to_string(peer));
+  }
+  return it->second->peer_name();
+}
+
+Connection* Core::established(PeerId peer, Status* error) {
+  auto it = conns_.find(peer);
+  if (it == conns_.end() || it->second->state() == Connection::State::handshaking) {
+    *error = invalid_argument("unknown peer id " + std::to_string(peer) +
+                              " (use an id returned by connect() or accept())");
+    return nullptr;
+  }
+  if (it->second->state() == Connection::State::failed) {
+    *error = it->second->terminal_status();
+    return nullptr;
+  }
+  return it->second.get();
+}
+
+void Core::send(std::unique_ptr<Request> req) {
+  Request* r = req.get();
+  requests_.emplace(r->id(), std::move(req));
+  if (closed_) {
+    finish(r, Status(StatusCode::cancelled, "context is closed"), 0, r->peer());
+    return;
+  }
+  Status error = r->peer() == kAnyPeer ? invalid_argument("send needs a specific peer, not kAnyPeer")
+                                       : Status::Ok();
+  Connection* conn = error.ok() ? established(r->peer(), &error) : nullptr;
+  if (conn == nullptr) {
+    finish(r, error, 0, r->peer());
+    return;
+  }
+  conn->send(r);
+}
+
+void Core::recv(std::unique_ptr<Request> req) {
+  Request* r = req.get();
+  requests_.emplace(r->id(), std::move(req));
+  if (closed_) {
+    finish(r, Status(StatusCode::cancelled, "context is closed"), 0, kNoPeer);
+    return;
+  }
+  if (r->peer() != kAnyPeer) {
+    Status error;
+    if (established(r->peer(), &error) == nullptr) {
+      finish(r, error, 0, r->peer());
+      return;
+    }
+  }
+  std::optional<Matcher::Message> m = matcher_.on_recv(r->id(), r->peer(), r->tag());
+  if (m) conns_.at(m->peer)->bind(m->msg_id, r);
+}
+
+void Core::cancel(RequestId id) {
+  auto it = requests_.find(id);
+  if (it == requests_.end()) return;  // completed already
+  Request* r = it->second.get();
+  if (r->kind() == RequestKind::recv && matcher_.cancel_recv(id)) {
+    finish(r, Status(StatusCode::cancelled, "receive cancelled"), 0, kNoPeer);
+    return;
+  }
+  if (r->kind() == RequestKind::send) {
+    auto c = conns_.find(r->peer());
+    if (c != conns_.end()) (void)c->second->cancel(r);
+    return;
+  }
+  for (auto& [pid, conn] : conns_) {
+    if (conn->cancel(r)) return;
+  }
+}
+
+void Core::close(const Status& why) {
+  if (closed_) return;
+  closed_ = true;
+  engine_.cancel_timer(watchdog_timer_);
+  for (auto& [id, conn] : conns_) conn->fail(why);
+  for (RequestId id : matcher_.take_all_recvs()) finish(requests_.at(id).get(), why, 0, kNoPeer);
+  auto waiters = std::move(connect_waiters_);
+  connect_waiters_.clear();
+  for (auto& [id, fn] : waiters) fn(why);
+  auto accepts = std::move(accept_waiters_);
+  accept_waiters_.clear();
+  for (auto& [id, w] : accepts) {
+    engine_.cancel_timer(w.timer);
+    w.done(why);
+  }
+  for (Device& d : devices_) {
+    if (d.attached) d.backend->shutdown();
+  }
+  TICTAC_CHECK(requests_.empty(), requests_.size() << " requests left after close");
+}
+
+// ---------------------------------------------------------------------------------------------
+// ConnectionHost
+
+Request* Core::match_message(Connection& conn, Tag tag, std::uint64_t msg_id) {
+  std::optional<RequestId> id = matcher_.on_message(conn.id(), tag, msg_id);
+  if (!id) return nullptr;
+  return requests_.at(*id).get();
+}
+
+void Core::forget_message(Connection& conn, std::uint64_t msg_id) {
+  (void)matcher_.drop_message(conn.id(), msg_id);
+}
+
+void Core::finish(Request* req, const Status& status, std::uint64_t bytes, PeerId source) {
+  const RequestId id = req->id();
+  auto it = requests_.find(id);
+  TICTAC_CHECK(it != requests_.end() && it->second.get() == req, "finishing an unknown request " << id);
+  std::unique_ptr<Request> owned = std::move(it->second);
+  requests_.erase(it);
+  owned->complete(status, bytes, source);
+}
+
+void Core::connection_established(Connection& conn) {
+  auto c = handshaking_connects_.find(conn.id());
+  if (c != handshaking_connects_.end()) {
+    auto w = connect_waiters_.find(c->second);
+    handshaking_connects_.erase(c);
+    if (w != connect_waiters_.end()) {
+      PeerFn fn = std::move(w->second);
+      connect_waiters_.erase(w);
+      fn(conn.id());
+    }
+    return;
+  }
+  if (!conn.initiator()) {
+    accepted_.push_back(conn.id());
+    serve_accepts();
+  }
+}
+
+void Core::connection_failed(Connection& conn, const Status& status) {
+  for (RequestId id : matcher_.drop_peer(conn.id())) finish(requests_.at(id).get(), status, 0, conn.id());
+  auto c = handshaking_connects_.find(conn.id());
+  if (c != handshaking_connects_.end()) {
+    auto w = connect_waiters_.find(c->second);
+    handshaking_connects_.erase(c);
+    if (w != connect_waiters_.end()) {
+      PeerFn fn = std::move(w->second);
+      connect_waiters_.erase(w);
+      fn(status);
+    }
+  }
+  // A peer that failed after its handshake is still handed out by accept(): its requests then
+  // complete with the terminal status, so the failure is visible instead of silently skipped.
+  // The endpoint may be in the middle of the callback that reported the failure: free it later.
+  engine_.defer([ep = std::shared_ptr<Endpoint>(conn.release_endpoint())] {});
+}
+
+void Core::schedule_pump(SendQueue& queue) {
+  for (Device& d : devices_) {
+    if (d.queue.get() != &queue) continue;
+    if (d.pump_scheduled) return;
+    d.pump_scheduled = true;
+    engine_.defer([this, dev = &d] { pump(*dev); });
+    return;
+  }
+}
+
+void Core::pump(Device& dev) {
+  dev.pump_scheduled = false;
+  auto can_send = [this](PeerId p) {
+    auto it = conns_.find(p);
+    return it != conns_.end() && it->second->has_capacity();
+  };
+  while (std::optional<Chunk> c = dev.queue->pop(can_send)) {
+    conns_.at(c->peer)->post_chunk(*c);
+  }
+}
+
+}  // namespace tictac::transport

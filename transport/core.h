@@ -1,0 +1,95 @@
+// Core: the loop-side state of a Context (internal to transport/): backends with their shared
+// SendQueue and window ("devices"), connections, requests and the matcher.
+//
+// Loop-thread only: the Context reaches it exclusively through tasks posted to its
+// ProgressEngine. Owns every Request until it completes and every Connection until the Core is
+// destroyed (failed connections stay, so later requests to them get the terminal status).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/backend.h"
+#include "transport/config.h"
+#include "transport/connection.h"
+#include "transport/matcher.h"
+#include "transport/progress_engine.h"
+#include "transport/request.h"
+
+namespace tictac::transport {
+
+using PeerFn = std::function<void(Result<PeerId>)>;
+
+class Core final : public ConnectionHost {
+ public:
+  Core(ProgressEngine& engine, const TransportConfig& config, std::string name,
+       std::vector<std::unique_ptr<Backend>> backends);
+  ~Core() override;
+
+  // Attaches the viable backends and starts the liveness watchdog.
+  Status init();
+
+  Result<std::string> listen(std::string_view address);
+  void connect(const std::string& address, PeerFn done);
+  // The next established incoming peer, or timeout at `deadline`.
+  void accept(Clock::time_point deadline, PeerFn done);
+  Result<std::string> peer_name(PeerId peer) const;
+
+  void send(std::unique_ptr<Request> req);
+  void recv(std::unique_ptr<Request> req);
+  void cancel(RequestId id);
+  // Completes everything pending with `why`, closes all connections and listeners.
+  void close(const Status& why);
+  bool closed() const { return closed_; }
+
+  // --- ConnectionHost ---
+  Request* match_message(Connection& conn, Tag tag, std::uint64_t msg_id) override;
+  void forget_message(Connection& conn, std::uint64_t msg_id) override;
+  void finish(Request* req, const Status& status, std::uint64_t bytes, PeerId source) override;
+  void connection_established(Connection& conn) override;
+  void connection_failed(Connection& conn, const Status& status) override;
+  void schedule_pump(SendQueue& queue) override;
+
+ private:
+  struct Device {
+    std::unique_ptr<Backend> backend;
+    std::unique_ptr<SendQueue> queue;
+    bool attached = false;
+    bool pump_scheduled = false;
+  };
+
+  Device* device_for(std::string_view address, std::string_view* rest, Status* error);
+  Connection& add_connection(Device& dev, std::unique_ptr<Endpoint> ep, bool initiator);
+  void pump(Device& dev);
+  void watchdog();
+  Connection* established(PeerId peer, Status* error);
+  void serve_accepts();
+
+  ProgressEngine& engine_;
+  const TransportConfig config_;
+  const HelloInfo local_;
+  std::vector<Device> devices_;
+  std::map<PeerId, std::unique_ptr<Connection>> conns_;
+  std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
+  Matcher matcher_;
+  PeerId next_peer_ = 1;
+  bool closed_ = false;
+  ProgressEngine::TimerId watchdog_timer_ = 0;
+
+  std::uint64_t next_waiter_ = 1;
+  std::map<std::uint64_t, PeerFn> connect_waiters_;      // connect() not yet connected
+  std::map<PeerId, std::uint64_t> handshaking_connects_;  // connection -> its waiter
+  struct AcceptWaiter {
+    PeerFn done;
+    ProgressEngine::TimerId timer;
+  };
+  std::map<std::uint64_t, AcceptWaiter> accept_waiters_;
+  std::vector<PeerId> accepted_;  // established incoming peers not yet handed out
+};
+
+}  // namespace tictac::transport

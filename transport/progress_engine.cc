@@ -1,0 +1,211 @@
+#include "transport/progress_engine.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <vector>
+
+#include "common/check.h"
+
+namespace tictac::transport {
+namespace {
+constexpr std::uint64_t kWakeToken = 0;
+constexpr int kIdleCapMs = 100;  // thread mode re-checks stop_ at least this often
+}  // namespace
+
+Result<std::unique_ptr<ProgressEngine>> ProgressEngine::create(Mode mode) {
+  const int epfd = epoll_create1(EPOLL_CLOEXEC);
+  if (epfd < 0) return errno_status(StatusCode::unavailable, "cannot create the progress loop", "epoll_create1", errno);
+  const int evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (evfd < 0) {
+    const int err = errno;
+    close(epfd);
+    return errno_status(StatusCode::unavailable, "cannot create the loop's wake-up eventfd", "eventfd", err);
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.u64 = kWakeToken;
+  if (epoll_ctl(epfd, EPOLL_CTL_ADD, evfd, &ev) != 0) {
+    const int err = errno;
+    close(evfd);
+    close(epfd);
+    return errno_status(StatusCode::unavailable, "cannot watch the wake-up eventfd", "epoll_ctl", err);
+  }
+  std::unique_ptr<ProgressEngine> engine(new ProgressEngine(mode, epfd, evfd));
+  if (mode == Mode::thread) {
+    engine->thread_ = std::thread([e = engine.get()] { e->run(); });
+  }
+  return engine;
+}
+
+ProgressEngine::ProgressEngine(Mode mode, int epfd, int evfd) : mode_(mode), epfd_(epfd), evfd_(evfd) {}
+
+ProgressEngine::~ProgressEngine() {
+  stop();
+  join();
+  close(evfd_);
+  close(epfd_);
+}
+
+void ProgressEngine::post(Task task) {
+  if (stop_.load()) return;
+  bool was_empty;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    was_empty = inbox_.empty();
+    inbox_.push_back(std::move(task));
+  }
+  if (was_empty) {
+    const std::uint64_t one = 1;
+    // A full eventfd counter (EAGAIN) still wakes the loop; nothing else can fail here.
+    [[maybe_unused]] ssize_t n = write(evfd_, &one, sizeof one);
+  }
+}
+
+void ProgressEngine::stop() {
+  stop_.store(true);
+  const std::uint64_t one = 1;
+  [[maybe_unused]] ssize_t n = write(evfd_, &one, sizeof one);
+}
+
+void ProgressEngine::join() {
+  if (thread_.joinable()) {
+    TICTAC_CHECK(std::this_thread::get_id() != thread_.get_id(), "join() called on the loop thread");
+    thread_.join();
+  }
+}
+
+bool ProgressEngine::on_loop_thread() const {
+  return loop_thread_id_.load() == std::this_thread::get_id();
+}
+
+void ProgressEngine::run() {
+  loop_thread_id_.store(std::this_thread::get_id());
+  while (!stop_.load()) iterate(next_timeout_ms(kIdleCapMs));
+}
+
+std::size_t ProgressEngine::progress(std::chrono::milliseconds timeout) {
+  TICTAC_CHECK(mode_ == Mode::manual, "progress() is for manual mode; thread mode runs its own loop");
+  loop_thread_id_.store(std::this_thread::get_id());
+  if (stop_.load()) return 0;
+  return iterate(next_timeout_ms(static_cast<int>(timeout.count())));
+}
+
+int ProgressEngine::next_timeout_ms(int cap_ms) const {
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    if (!inbox_.empty()) return 0;
+  }
+  if (!deferred_.empty()) return 0;
+  if (timers_.empty()) return cap_ms;
+  // Round up: a timer due in 0.3 ms must not turn into a busy loop of zero-timeout waits.
+  const auto wait = std::chrono::ceil<std::chrono::milliseconds>(timers_.begin()->first - Clock::now());
+  if (wait.count() <= 0) return 0;
+  return static_cast<int>(std::min<std::int64_t>(wait.count(), cap_ms));
+}
+
+std::size_t ProgressEngine::iterate(int timeout_ms) {
+  std::size_t work = 0;
+  epoll_event events[64];
+  const int n = epoll_wait(epfd_, events, 64, timeout_ms);
+  dispatching_ = true;
+  for (int i = 0; i < n; ++i) {
+    const std::uint64_t token = events[i].data.u64;
+    if (token == kWakeToken) {
+      std::uint64_t v;
+      [[maybe_unused]] ssize_t r = read(evfd_, &v, sizeof v);
+      continue;
+    }
+    auto it = watches_.find(token);
+    if (it == watches_.end()) continue;  // unwatched earlier in this batch
+    auto handler = it->second.handler;  // copy: the handler may unwatch itself
+    handler(events[i].events);
+    ++work;
+    while (!deferred_.empty()) {
+      Task t = std::move(deferred_.front());
+      deferred_.pop_front();
+      t();
+    }
+  }
+  std::deque<Task> tasks;
+  {
+    std::lock_guard<std::mutex> lock(inbox_mutex_);
+    tasks.swap(inbox_);
+  }
+  for (Task& t : tasks) {
+    t();
+    ++work;
+  }
+  const auto now = Clock::now();
+  while (!timers_.empty() && timers_.begin()->first <= now) {
+    const TimerId id = timers_.begin()->second;
+    auto tt = timer_tasks_.find(id);
+    Task t = std::move(tt->second.second);
+    timers_.erase(timers_.begin());
+    timer_tasks_.erase(tt);
+    t();
+    ++work;
+  }
+  // Deferred work may defer more; it always makes progress on a finite amount of state.
+  while (!deferred_.empty()) {
+    Task t = std::move(deferred_.front());
+    deferred_.pop_front();
+    t();
+    ++work;
+  }
+  dispatching_ = false;
+  return work;
+}
+
+void ProgressEngine::defer(Task task) { deferred_.push_back(std::move(task)); }
+
+Status ProgressEngine::watch(int fd, std::uint32_t events, std::function<void(std::uint32_t)> handler) {
+  const std::uint64_t token = next_token_++;
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = token;
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    return errno_status(StatusCode::internal, "cannot watch a socket", "epoll_ctl(ADD)", errno);
+  }
+  watches_.emplace(token, Watch{fd, std::move(handler)});
+  token_of_fd_[fd] = token;
+  return Status::Ok();
+}
+
+Status ProgressEngine::rearm(int fd, std::uint32_t events) {
+  auto it = token_of_fd_.find(fd);
+  if (it == token_of_fd_.end()) return internal_error("rearm of an fd that is not watched");
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = it->second;
+  if (epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) != 0) {
+    return errno_status(StatusCode::internal, "cannot change a socket's events", "epoll_ctl(MOD)", errno);
+  }
+  return Status::Ok();
+}
+
+void ProgressEngine::unwatch(int fd) {
+  auto it = token_of_fd_.find(fd);
+  if (it == token_of_fd_.end()) return;
+  epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+  watches_.erase(it->second);
+  token_of_fd_.erase(it);
+}
+
+ProgressEngine::TimerId ProgressEngine::add_timer(Clock::time_point when, Task task) {
+  const TimerId id = next_timer_++;
+  auto it = timers_.emplace(when, id);
+  timer_tasks_.emplace(id, std::make_pair(it, std::move(task)));
+  return id;
+}
+
+void ProgressEngine::cancel_timer(TimerId id) {
+  auto it = timer_tasks_.find(id);
+  if (it == timer_tasks_.end()) return;
+  timers_.erase(it->second.first);
+  timer_tasks_.erase(it);
+}
+
+}  // namespace tictac::transport

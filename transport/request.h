@@ -1,0 +1,62 @@
+// Request: one send or receive, as an explicit state machine.
+//
+//   send:  queued ----------------> posted --------> completed
+//          (announced; waiting for   (first chunk     (all chunks left the host, or an error,
+//           READY or for the window)  handed over)     or cancelled)
+//   recv:  queued ----------------> posted --------> completed
+//          (waiting for a match)     (bound to one    (all bytes landed, or an error, or
+//                                     message)         cancelled)
+//   waiting_for_stream sits between queued and posted for CUDA buffers whose producer stream has
+//   not reached the transfer yet (used by the cuda layer).
+// Any state may go to completed; completed is terminal, and complete() fires the callback exactly
+// once. Loop-thread only; the Context owns every Request until it completes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+#include "transport/types.h"
+
+namespace tictac::transport {
+
+enum class RequestState : std::uint8_t { queued, waiting_for_stream, posted, completed };
+enum class RequestKind : std::uint8_t { send, recv };
+
+std::string_view to_string(RequestState state);
+
+class Request {
+ public:
+  Request(RequestId id, RequestKind kind, PeerId peer, Tag tag, std::byte* data,
+          std::uint64_t length, Priority priority, Callback callback);
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  RequestId id() const { return id_; }
+  RequestKind kind() const { return kind_; }
+  RequestState state() const { return state_; }
+  PeerId peer() const { return peer_; }  // kAnyPeer for an any-source receive
+  Tag tag() const { return tag_; }
+  std::byte* data() const { return data_; }
+  std::uint64_t length() const { return length_; }
+  Priority priority() const { return priority_; }
+  bool done() const { return state_ == RequestState::completed; }
+
+  // queued -> waiting_for_stream -> posted; checked transitions.
+  void set_state(RequestState next);
+  // Fires the callback (once; a second call is a broken invariant) and enters completed.
+  void complete(const Status& status, std::uint64_t bytes, PeerId source);
+
+ private:
+  RequestId id_;
+  RequestKind kind_;
+  RequestState state_ = RequestState::queued;
+  PeerId peer_;
+  Tag tag_;
+  std::byte* data_;
+  std::uint64_t length_;
+  Priority priority_;
+  Callback callback_;
+};
+
+}  // namespace tictac::transport

@@ -1,0 +1,147 @@
+#include "transport/send_queue.h"
+
+#include <algorithm>
+
+#include "common/check.h"
+
+namespace tictac::transport {
+
+SendQueue::SendQueue(SendQueueConfig config) : config_(config) {
+  TICTAC_CHECK(config_.chunk_bytes > 0, "chunk_bytes must be positive");
+  TICTAC_CHECK(config_.window_chunks > 0, "window_chunks must be positive");
+}
+
+void SendQueue::enqueue(Level& level, PeerId peer, Message m) {
+  auto& lane = level.lanes[peer];
+  if (lane.empty()) level.ring.push_back(peer);
+  lane.push_back(m);
+  ++queued_;
+}
+
+std::uint64_t SendQueue::push(PeerId peer, std::uint64_t message, Priority priority,
+                              std::uint64_t bytes) {
+  Message m{message, next_seq_++, priority, bytes, 0, false};
+  enqueue(levels_[config_.enforce_priority ? priority : 0], peer, m);
+  return m.seq;
+}
+
+std::uint64_t SendQueue::push_control(PeerId peer, std::uint64_t message) {
+  Message m{message, next_seq_++, 0, 0, 0, true};
+  enqueue(control_, peer, m);
+  return m.seq;
+}
+
+std::optional<Chunk> SendQueue::take(Level& level, const std::function<bool(PeerId)>& can_send) {
+  for (std::size_t i = 0; i < level.ring.size(); ++i) {
+    const PeerId peer = level.ring[i];
+    if (can_send && !can_send(peer)) continue;
+    auto lane_it = level.lanes.find(peer);
+    TICTAC_CHECK(lane_it != level.lanes.end() && !lane_it->second.empty(),
+                 "peer in the ring without queued messages");
+    Message& m = lane_it->second.front();
+    Chunk c;
+    c.peer = peer;
+    c.message = m.id;
+    c.seq = m.seq;
+    c.priority = m.priority;
+    c.control = m.control;
+    c.offset = m.next_offset;
+    c.length = m.control ? 0 : std::min(config_.chunk_bytes, m.bytes - m.next_offset);
+    m.next_offset += c.length;
+    c.last = m.control || m.next_offset >= m.bytes;
+    level.ring.erase(level.ring.begin() + static_cast<std::ptrdiff_t>(i));
+    if (c.last) {
+      lane_it->second.pop_front();
+      --queued_;
+    }
+    if (lane_it->second.empty()) {
+      level.lanes.erase(lane_it);
+    } else {
+      level.ring.push_back(peer);  // round-robin: this peer's next turn comes after the others
+    }
+    return c;
+  }
+  return std::nullopt;
+}
+
+std::optional<Chunk> SendQueue::pop(const std::function<bool(PeerId)>& can_send) {
+  if (auto c = take(control_, can_send)) return c;
+  if (in_flight_ >= config_.window_chunks) return std::nullopt;
+  for (auto it = levels_.begin(); it != levels_.end();) {
+    std::optional<Chunk> c = take(it->second, can_send);
+    if (it->second.ring.empty()) {
+      it = levels_.erase(it);
+    } else {
+      ++it;
+    }
+    if (c) {
+      ++in_flight_;
+      ++in_flight_by_peer_[c->peer];
+      return c;
+    }
+  }
+  return std::nullopt;
+}
+
+void SendQueue::on_chunk_done(const Chunk& chunk) {
+  if (chunk.control) return;
+  auto it = in_flight_by_peer_.find(chunk.peer);
+  if (it == in_flight_by_peer_.end()) return;  // peer removed since the chunk was popped
+  TICTAC_CHECK(it->second > 0 && in_flight_ > 0, "chunk completed more often than popped");
+  --in_flight_;
+  if (--it->second == 0) in_flight_by_peer_.erase(it);
+}
+
+SendQueue::Removed SendQueue::remove_from(Level& level, PeerId peer, std::uint64_t message) {
+  Removed r;
+  auto lane_it = level.lanes.find(peer);
+  if (lane_it == level.lanes.end()) return r;
+  auto& lane = lane_it->second;
+  auto m = std::find_if(lane.begin(), lane.end(),
+                        [&](const Message& x) { return x.id == message; });
+  if (m == lane.end()) return r;
+  r.found = true;
+  r.popped_bytes = m->next_offset;
+  lane.erase(m);
+  --queued_;
+  if (lane.empty()) {
+    level.lanes.erase(lane_it);
+    level.ring.erase(std::find(level.ring.begin(), level.ring.end(), peer));
+  }
+  return r;
+}
+
+SendQueue::Removed SendQueue::remove(PeerId peer, std::uint64_t message) {
+  Removed r = remove_from(control_, peer, message);
+  if (r.found) return r;
+  for (auto it = levels_.begin(); it != levels_.end(); ++it) {
+    r = remove_from(it->second, peer, message);
+    if (r.found) {
+      if (it->second.ring.empty()) levels_.erase(it);
+      return r;
+    }
+  }
+  return r;
+}
+
+void SendQueue::remove_peer(PeerId peer) {
+  auto drop = [&](Level& level) {
+    auto lane_it = level.lanes.find(peer);
+    if (lane_it == level.lanes.end()) return;
+    queued_ -= lane_it->second.size();
+    level.lanes.erase(lane_it);
+    level.ring.erase(std::find(level.ring.begin(), level.ring.end(), peer));
+  };
+  drop(control_);
+  for (auto it = levels_.begin(); it != levels_.end();) {
+    drop(it->second);
+    it = it->second.ring.empty() ? levels_.erase(it) : std::next(it);
+  }
+  auto f = in_flight_by_peer_.find(peer);
+  if (f != in_flight_by_peer_.end()) {
+    in_flight_ -= f->second;
+    in_flight_by_peer_.erase(f);
+  }
+}
+
+}  // namespace tictac::transport

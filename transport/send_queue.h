@@ -1,0 +1,119 @@
+// SendQueue: the priority policy of the transport, as a plain single-threaded structure.
+//
+// One SendQueue serves one backend device (all peers reached through it share its lanes and its
+// window, as a parameter server's uplink is shared by all workers). Policy:
+//  - Control lane first: control messages (one chunk each) of every peer go before any data and
+//    do not count in the window.
+//  - Strict priority between data levels: smaller Priority value first. A lower level is served
+//    only when no peer that can send (see pop()) has data at a higher level.
+//  - Within a level: each peer's messages in FIFO order of their sequence number (assigned by
+//    push); between peers of the same level, round-robin one chunk at a time.
+//  - Messages are cut into chunks of `chunk_bytes`; at most `window_chunks` data chunks are in
+//    flight (popped and not yet done). Each completion frees a slot, and the next pop() takes the
+//    head of the highest non-empty level: a new high-priority message preempts a long
+//    low-priority one at the next chunk boundary.
+//  - Starvation: strict priority starves lower levels while higher ones have data. That is the
+//    point (TicTac's order is a total order per iteration and every level drains when the
+//    iteration's higher transfers are done); within a level nobody starves (FIFO + round-robin).
+//  - With enforce_priority = false every message is treated as one level (plain FIFO), for
+//    comparisons.
+// Not thread-safe: owned by the loop thread of its Context. Never blocks. Broken invariants (a
+// chunk completed twice) are TICTAC_CHECK failures.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "transport/types.h"
+
+namespace tictac::transport {
+
+struct SendQueueConfig {
+  std::uint64_t chunk_bytes = 1 << 20;
+  std::uint32_t window_chunks = 4;
+  bool enforce_priority = true;
+};
+
+// One unit handed to a backend. `message` is the caller's id for the message.
+struct Chunk {
+  PeerId peer = 0;
+  std::uint64_t message = 0;
+  std::uint64_t seq = 0;
+  Priority priority = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t length = 0;
+  bool control = false;
+  bool last = false;  // the message's final chunk
+};
+
+class SendQueue {
+ public:
+  explicit SendQueue(SendQueueConfig config);
+
+  const SendQueueConfig& config() const { return config_; }
+
+  // Queues a data message of `bytes` (0 is one empty chunk). Returns its sequence number.
+  std::uint64_t push(PeerId peer, std::uint64_t message, Priority priority, std::uint64_t bytes);
+  // Queues one control message (a single chunk on the control lane). Message ids must be unique
+  // per peer across both lanes (remove() looks them up by id).
+  std::uint64_t push_control(PeerId peer, std::uint64_t message);
+
+  // The next chunk to hand to the backend now, or nullopt (nothing queued for a peer that can
+  // send, or the window is full and no control message waits). `can_send(peer)` reports the
+  // backend's capacity for that peer; peers that cannot send are skipped without losing their
+  // round-robin turn.
+  std::optional<Chunk> pop(const std::function<bool(PeerId)>& can_send);
+
+  // A popped data chunk left the host (the backend completed it): frees its window slot.
+  void on_chunk_done(const Chunk& chunk);
+
+  // Drops the not-yet-popped chunks of `message` (cancel). `found` is false if nothing of it was
+  // queued; `popped_bytes` is how much of it had already been popped.
+  struct Removed {
+    bool found = false;
+    std::uint64_t popped_bytes = 0;
+  };
+  Removed remove(PeerId peer, std::uint64_t message);
+
+  // Forgets a peer entirely (its connection failed): drops its queued messages and releases its
+  // window slots, so later on_chunk_done() calls for it are ignored.
+  void remove_peer(PeerId peer);
+
+  std::uint32_t in_flight() const { return in_flight_; }
+  std::size_t queued_messages() const { return queued_; }
+  bool empty() const { return queued_ == 0; }
+
+ private:
+  struct Message {
+    std::uint64_t id = 0;
+    std::uint64_t seq = 0;
+    Priority priority = 0;
+    std::uint64_t bytes = 0;
+    std::uint64_t next_offset = 0;
+    bool control = false;
+  };
+  struct Level {
+    std::deque<PeerId> ring;  // peers with queued messages, in round-robin order
+    std::unordered_map<PeerId, std::deque<Message>> lanes;
+  };
+
+  void enqueue(Level& level, PeerId peer, Message m);
+  // Takes one chunk from the first peer in `level` that can send; moves that peer to the back.
+  std::optional<Chunk> take(Level& level, const std::function<bool(PeerId)>& can_send);
+  Removed remove_from(Level& level, PeerId peer, std::uint64_t message);
+
+  SendQueueConfig config_;
+  Level control_;
+  std::map<Priority, Level> levels_;  // ascending: begin() is the highest priority
+  std::unordered_map<PeerId, std::uint32_t> in_flight_by_peer_;
+  std::uint32_t in_flight_ = 0;
+  std::uint64_t next_seq_ = 1;
+  std::size_t queued_ = 0;
+};
+
+}  // namespace tictac::transport

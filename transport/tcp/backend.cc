@@ -1,0 +1,80 @@
+// TcpBackend: creates listeners and connectors; the front door is tcp::create() in factory.h.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <map>
+#include <vector>
+
+#include "transport/tcp/connector.h"
+#include "transport/tcp/factory.h"
+#include "transport/tcp/listener.h"
+
+namespace tictac::transport::tcp {
+namespace {
+
+class TcpBackend final : public Backend {
+ public:
+  ~TcpBackend() override { shutdown(); }
+
+  std::string_view name() const override { return "tcp"; }
+
+  Viability viability() const override {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      return Viability{false, std::string("cannot create an IPv4 TCP socket: ") + std::strerror(errno)};
+    }
+    ::close(fd);
+    return Viability{true, "kernel TCP over IPv4"};
+  }
+
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.host_memory = true;
+    c.max_frames_in_flight = 256;
+    return c;
+  }
+
+  Status attach(ProgressEngine& engine) override {
+    engine_ = &engine;
+    return Status::Ok();
+  }
+
+  Result<std::string> listen(std::string_view address, AcceptFn on_accept) override {
+    Result<std::unique_ptr<TcpListener>> l = TcpListener::open(*engine_, address, std::move(on_accept));
+    TICTAC_RETURN_IF_ERROR(l);
+    std::string bound = "tcp://" + (*l)->address();
+    listeners_.push_back(std::move(l).value());
+    return bound;
+  }
+
+  void connect(std::string_view address, Clock::time_point deadline, ConnectFn on_done) override {
+    const std::uint64_t id = next_connector_++;
+    auto c = std::make_unique<TcpConnector>(*engine_, std::string(address), deadline, std::move(on_done),
+                                            [this, id] {
+                                              engine_->defer([this, id] { connectors_.erase(id); });
+                                            });
+    TcpConnector* raw = c.get();
+    connectors_.emplace(id, std::move(c));
+    raw->start();
+  }
+
+  void shutdown() override {
+    listeners_.clear();
+    for (auto& [id, c] : connectors_) c->abandon();
+    connectors_.clear();
+  }
+
+ private:
+  ProgressEngine* engine_ = nullptr;
+  std::vector<std::unique_ptr<TcpListener>> listeners_;
+  std::map<std::uint64_t, std::unique_ptr<TcpConnector>> connectors_;
+  std::uint64_t next_connector_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> create() { return std::make_unique<TcpBackend>(); }
+
+}  // namespace tictac::transport::tcp

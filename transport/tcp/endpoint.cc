@@ -1,0 +1,225 @@
+#include "transport/tcp/endpoint.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "transport/tcp/address.h"
+
+namespace tictac::transport::tcp {
+namespace {
+constexpr std::size_t kMaxQueuedFrames = 256;
+constexpr int kMaxIov = 64;
+constexpr int kMaxFramesPerWakeup = 64;  // fairness between sockets on one loop
+constexpr std::size_t kScratchBytes = 64 << 10;
+}  // namespace
+
+TcpEndpoint::TcpEndpoint(ProgressEngine& engine, int fd)
+    : engine_(engine), fd_(fd), desc_("tcp " + local_address(fd) + " -> " + remote_address(fd)) {}
+
+TcpEndpoint::~TcpEndpoint() {
+  *alive_ = false;
+  close();
+}
+
+void TcpEndpoint::start(EndpointSink* sink) {
+  sink_ = sink;
+  started_ = true;
+  if (closed_) return;
+  Status st = engine_.watch(fd_, EPOLLIN, [this](std::uint32_t ev) { on_events(ev); });
+  if (!st.ok()) {
+    std::weak_ptr<bool> alive = alive_;
+    engine_.defer([this, alive, st] {
+      if (!alive.expired()) fail(st);
+    });
+    return;
+  }
+  if (!out_.empty()) schedule_flush();
+}
+
+bool TcpEndpoint::has_capacity() const { return !closed_ && out_.size() < kMaxQueuedFrames; }
+
+Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload, std::uint64_t cookie) {
+  if (closed_) return Status(StatusCode::connection_lost, "connection closed");
+  if (out_.size() >= kMaxQueuedFrames) {
+    was_full_ = true;
+    return Status(StatusCode::resource_exhausted, "no capacity: send queue of the socket is full");
+  }
+  out_.push_back(OutFrame{wire::encode(header), payload, header.length, cookie, 0});
+  if (out_.size() >= kMaxQueuedFrames) was_full_ = true;
+  if (started_) schedule_flush();
+  return Status::Ok();
+}
+
+void TcpEndpoint::schedule_flush() {
+  if (flush_scheduled_ || watching_out_) return;  // EPOLLOUT will flush
+  flush_scheduled_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  engine_.defer([this, alive] {
+    if (alive.expired()) return;
+    flush_scheduled_ = false;
+    flush();
+  });
+}
+
+void TcpEndpoint::close() {
+  if (closed_) return;
+  closed_ = true;
+  engine_.unwatch(fd_);
+  ::close(fd_);
+  fd_ = -1;
+  out_.clear();
+}
+
+void TcpEndpoint::fail(const Status& status) {
+  if (closed_) return;
+  close();
+  if (sink_ != nullptr) sink_->on_failed(status);
+}
+
+void TcpEndpoint::update_interest() {
+  if (closed_) return;
+  const bool want_out = !out_.empty();
+  if (want_out == watching_out_) return;
+  watching_out_ = want_out;
+  Status st = engine_.rearm(fd_, want_out ? (EPOLLIN | EPOLLOUT) : EPOLLIN);
+  if (!st.ok()) fail(st);
+}
+
+void TcpEndpoint::on_events(std::uint32_t events) {
+  std::weak_ptr<bool> alive = alive_;
+  if ((events & EPOLLOUT) != 0) flush();
+  if (alive.expired() || closed_) return;
+  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) read_some();
+}
+
+void TcpEndpoint::flush() {
+  if (closed_) return;
+  std::vector<std::uint64_t> sent;
+  for (;;) {
+    iovec iov[kMaxIov];
+    int n = 0;
+    for (const OutFrame& f : out_) {
+      if (n + 2 > kMaxIov) break;
+      if (f.done < wire::kHeaderBytes) {
+        iov[n++] = iovec{const_cast<std::byte*>(f.header.data()) + f.done, wire::kHeaderBytes - f.done};
+        if (f.length > 0) iov[n++] = iovec{const_cast<std::byte*>(f.payload), f.length};
+      } else {
+        const std::size_t off = f.done - wire::kHeaderBytes;
+        iov[n++] = iovec{const_cast<std::byte*>(f.payload) + off, f.length - off};
+      }
+    }
+    if (n == 0) break;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = static_cast<std::size_t>(n);
+    const ssize_t w = sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      fail(errno_status(StatusCode::connection_lost, "sending to the peer failed", "sendmsg", errno));
+      return;
+    }
+    std::size_t left = static_cast<std::size_t>(w);
+    while (left > 0 && !out_.empty()) {
+      OutFrame& f = out_.front();
+      const std::size_t need = wire::kHeaderBytes + f.length - f.done;
+      const std::size_t take = std::min(need, left);
+      f.done += take;
+      left -= take;
+      if (f.done == wire::kHeaderBytes + f.length) {
+        sent.push_back(f.cookie);
+        out_.pop_front();
+      }
+    }
+  }
+  update_interest();
+  std::weak_ptr<bool> alive = alive_;
+  for (std::uint64_t cookie : sent) {
+    if (alive.expired() || closed_) return;
+    sink_->on_sent(cookie);
+  }
+  if (!alive.expired() && !closed_ && was_full_ && out_.size() < kMaxQueuedFrames) {
+    was_full_ = false;
+    sink_->on_writable();
+  }
+}
+
+void TcpEndpoint::read_some() {
+  std::weak_ptr<bool> alive = alive_;
+  int frames = 0;
+  while (!closed_ && frames < kMaxFramesPerWakeup) {
+    ssize_t r;
+    if (rstate_ == ReadState::header) {
+      r = recv(fd_, hbuf_.data() + hgot_, wire::kHeaderBytes - hgot_, 0);
+    } else {
+      const std::size_t left = cur_.length - pgot_;
+      if (dest_.discard) {
+        if (scratch_.empty()) scratch_.resize(kScratchBytes);
+        r = recv(fd_, scratch_.data(), std::min(left, scratch_.size()), 0);
+      } else {
+        r = recv(fd_, dest_.data + pgot_, left, 0);
+      }
+    }
+    if (r == 0) {
+      if (rstate_ == ReadState::payload || hgot_ > 0) {
+        const std::size_t got = rstate_ == ReadState::payload ? wire::kHeaderBytes + pgot_ : hgot_;
+        const std::size_t want = rstate_ == ReadState::payload ? wire::kHeaderBytes + cur_.length : wire::kHeaderBytes;
+        // A peer that dies mid-frame looks exactly like this: it is a lost connection.
+        fail(Status(StatusCode::connection_lost, "truncated frame: the peer closed the connection after " +
+                                                    std::to_string(got) + " of " + std::to_string(want) +
+                                                    " bytes of a frame"));
+      } else {
+        fail(Status(StatusCode::connection_lost, "the peer closed the connection (EOF)"));
+      }
+      return;
+    }
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      fail(errno_status(StatusCode::connection_lost, "receiving from the peer failed", "recv", errno));
+      return;
+    }
+    bool frame_done = false;
+    if (rstate_ == ReadState::header) {
+      hgot_ += static_cast<std::size_t>(r);
+      if (hgot_ < wire::kHeaderBytes) continue;
+      hgot_ = 0;
+      Result<wire::Header> h = wire::decode(hbuf_);
+      if (!h.ok()) {
+        fail(h.status());
+        return;
+      }
+      cur_ = *h;
+      Result<Destination> d = sink_->on_header(cur_);
+      if (alive.expired() || closed_) return;
+      if (!d.ok()) {
+        fail(d.status());
+        return;
+      }
+      dest_ = *d;
+      pgot_ = 0;
+      if (cur_.length == 0) {
+        frame_done = true;
+      } else {
+        rstate_ = ReadState::payload;
+      }
+    } else {
+      pgot_ += static_cast<std::size_t>(r);
+      if (pgot_ == cur_.length) {
+        frame_done = true;
+        rstate_ = ReadState::header;
+      }
+    }
+    if (frame_done) {
+      ++frames;
+      sink_->on_frame(cur_);
+      if (alive.expired()) return;
+    }
+  }
+}
+
+}  // namespace tictac::transport::tcp

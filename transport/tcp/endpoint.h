@@ -1,0 +1,68 @@
+// TcpEndpoint: one connected, non-blocking TCP socket (internal to the TCP backend).
+// Loop-thread only (see transport/backend.h). Owns the socket; close() unwatches and closes it.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "transport/backend.h"
+
+namespace tictac::transport::tcp {
+
+class TcpEndpoint final : public Endpoint {
+ public:
+  // Takes ownership of the connected socket `fd`.
+  TcpEndpoint(ProgressEngine& engine, int fd);
+  ~TcpEndpoint() override;
+
+  void start(EndpointSink* sink) override;
+  bool has_capacity() const override;
+  Status post(const wire::Header& header, const std::byte* payload, std::uint64_t cookie) override;
+  void close() override;
+  std::string describe() const override { return desc_; }
+
+ private:
+  struct OutFrame {
+    wire::HeaderBytes header;
+    const std::byte* payload;
+    std::size_t length;
+    std::uint64_t cookie;
+    std::size_t done;  // bytes of header+payload written
+  };
+
+  void on_events(std::uint32_t events);
+  void schedule_flush();
+  void flush();
+  void read_some();
+  // Closes and reports `status` to the sink (once).
+  void fail(const Status& status);
+  void update_interest();
+
+  ProgressEngine& engine_;
+  int fd_;
+  std::string desc_;
+  EndpointSink* sink_ = nullptr;
+  bool closed_ = false;
+  bool started_ = false;
+  bool watching_out_ = false;
+  bool flush_scheduled_ = false;
+  bool was_full_ = false;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+
+  std::deque<OutFrame> out_;
+
+  enum class ReadState { header, payload };
+  ReadState rstate_ = ReadState::header;
+  wire::HeaderBytes hbuf_{};
+  std::size_t hgot_ = 0;
+  wire::Header cur_;
+  Destination dest_;
+  std::size_t pgot_ = 0;
+  std::vector<std::byte> scratch_;
+};
+
+}  // namespace tictac::transport::tcp

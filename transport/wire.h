@@ -1,0 +1,80 @@
+// Wire format: one versioned, fixed-size frame header (56 bytes, little-endian) followed by
+// `length` payload bytes. Every backend that moves frames (tcp, loopback) uses it; backends with
+// their own headers (UCX active messages, verbs immediates) carry the same fields.
+//
+//   off size field     meaning
+//     0   4  magic     kMagic ("TTAC")
+//     4   2  version   kVersion
+//     6   1  type      FrameType
+//     7   1  flags     kFlagEager (ANNOUNCE only)
+//     8   8  tag       user tag (ANNOUNCE, DATA)
+//    16   8  msg_id    sender's message number on this connection (ANNOUNCE, DATA, READY, REJECT, ABORT)
+//    24   8  offset    first payload byte's offset in the message (DATA)
+//    32   8  total     message length (ANNOUNCE, DATA) or credit bytes (CREDIT)
+//    40   8  priority  sender's priority, smaller first (ANNOUNCE, DATA)
+//    48   4  length    payload bytes after this header (HELLO, DATA)
+//    52   4  aux       StatusCode of a REJECT; zero otherwise
+//
+// decode() validates everything that can be checked without connection state and returns a
+// protocol_error Status naming the field; check_data_fits() adds the checks against the posted
+// destination. Pure functions; thread-safe.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "common/status.h"
+
+namespace tictac::transport::wire {
+
+inline constexpr std::uint32_t kMagic = 0x43415454;  // bytes "TTAC"
+inline constexpr std::uint16_t kVersion = 1;
+inline constexpr std::size_t kHeaderBytes = 56;
+inline constexpr std::uint32_t kMaxHelloBytes = 4096;
+inline constexpr std::uint32_t kMaxChunkBytes = 1u << 30;
+inline constexpr std::uint8_t kFlagEager = 0x1;
+
+enum class FrameType : std::uint8_t {
+  hello = 1,      // handshake: payload = handshake body (see handshake.h)
+  announce = 2,   // a message exists: tag, msg_id, total, priority; eager flag = data follows now
+  ready = 3,      // receiver bound msg_id to a posted receive: send the data
+  data = 4,       // one chunk of msg_id at offset
+  credit = 5,     // receiver freed `total` bytes of its eager pool
+  reject = 6,     // receiver refuses msg_id (aux = StatusCode), e.g. receive buffer too small
+  abort = 7,      // sender cancelled msg_id; no more data for it
+  heartbeat = 8,  // liveness while idle
+};
+
+std::string_view to_string(FrameType type);
+
+struct Header {
+  std::uint32_t magic = kMagic;
+  std::uint16_t version = kVersion;
+  FrameType type = FrameType::heartbeat;
+  std::uint8_t flags = 0;
+  std::uint64_t tag = 0;
+  std::uint64_t msg_id = 0;
+  std::uint64_t offset = 0;
+  std::uint64_t total = 0;
+  std::int64_t priority = 0;
+  std::uint32_t length = 0;
+  std::uint32_t aux = 0;
+};
+
+using HeaderBytes = std::array<std::byte, kHeaderBytes>;
+
+// Serialises without validation (tests craft bad headers through this).
+HeaderBytes encode(const Header& header);
+
+// Parses and validates one header; `bytes` shorter than kHeaderBytes is "truncated".
+Result<Header> decode(std::span<const std::byte> bytes);
+
+// DATA against the receiver's state: the chunk must start at `expected_offset` (chunks of one
+// message arrive in order) and end within the `posted_bytes` of the destination.
+Status check_data_fits(const Header& header, std::uint64_t expected_offset,
+                       std::uint64_t posted_bytes);
+
+}  // namespace tictac::transport::wire
