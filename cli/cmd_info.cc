@@ -1,24 +1,67 @@
-// `tictac info`: what this build contains and what is viable on this machine.
+// `tictac info`: what this build contains and what is viable on this machine, like
+// `ucx_info -d` or `ibv_devinfo`: each backend with "viable" or "not viable, because ...".
 #include <cstdio>
+#include <string>
 
 #include "cli/commands.h"
 #include "common/tunables.h"
+#include "cuda/api.h"
+#include "cuda/runtime_api.h"
 #include "priority/schedule.h"
+#include "transport/loopback/factory.h"
+#include "transport/tcp/factory.h"
+#ifdef TICTAC_HAVE_VERBS
+#include "transport/verbs/probe.h"
+#endif
 
 namespace tictac::cli {
+namespace {
+
+void print_backend(const char* name, bool viable, const std::string& reason) {
+  std::printf("  %-9s %-11s %s\n", name, viable ? "viable" : "not viable", reason.c_str());
+}
+
+// Tunables whose values are secrets are listed but never echoed.
+bool is_secret(const std::string& name) {
+  return name.size() >= 6 && name.compare(name.size() - 6, 6, "_TOKEN") == 0;
+}
+
+}  // namespace
 
 int run_info(Args& args) {
   const bool tunables = args.flag("tunables");
   if (Status s = args.finish(); !s.ok()) return report("info", s);
   std::printf("tictac %s\n", TICTAC_VERSION);
-  std::printf("policies: %s\n", priority::policy_names().c_str());
+  std::printf("policies: %s\n\nbackends:\n", priority::policy_names().c_str());
+
+  const transport::Viability tcp = transport::tcp::create()->viability();
+  print_backend("tcp", tcp.viable, tcp.reason);
+  const transport::Viability lo =
+      transport::loopback::create(transport::loopback::create_fabric())->viability();
+  print_backend("loopback", lo.viable, lo.reason + " (tests and single-process runs)");
+  print_backend("ucx", false, "ucx not viable: this build has no UCX backend yet");
+#ifdef TICTAC_HAVE_VERBS
+  // The device probe is real; the transport backend on top of it has not landed yet.
+  const std::string verbs = verbs::probe();
+  const bool device_ok = verbs.rfind("verbs: viable", 0) == 0;
+  print_backend("verbs", false,
+                device_ok ? verbs + "; but this build has no verbs transport backend yet" : verbs);
+#else
+  print_backend("verbs", false, "verbs not viable: built without libibverbs headers (install libibverbs-dev and rebuild)");
+#endif
+  std::printf("\ncuda:\n  %s\n", cuda::describe(*cuda::open_runtime_api()).c_str());
+
   if (tunables) {
     std::printf("\ntunables (environment variables):\n");
     for (const TunableInfo& t : registered_tunables()) {
       const std::string current = env_or_empty(t.name.c_str());
-      std::printf("  %-24s default %-10s %s%s\n", t.name.c_str(), t.default_text.c_str(),
-                  t.help.c_str(), current.empty() ? "" : (" [set: " + current + "]").c_str());
+      std::string shown;
+      if (!current.empty()) shown = is_secret(t.name) ? " [set]" : " [set: " + current + "]";
+      std::printf("  %-30s default %-10s %s%s\n", t.name.c_str(), t.default_text.c_str(),
+                  t.help.c_str(), shown.c_str());
     }
+  } else {
+    std::printf("\n(--tunables lists the TICTAC_* environment variables)\n");
   }
   return kExitOk;
 }

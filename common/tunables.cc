@@ -36,7 +36,12 @@ bool split_number(std::string_view s, std::string_view& num, std::string_view& s
 
 std::vector<TunableInfo> registered_tunables() {
   std::lock_guard<std::mutex> lock(registry_mutex());
-  return registry();
+  std::vector<TunableInfo> all = {
+      {"TICTAC_LOG_LEVEL", "warn", "log level: error|warn|info|debug|trace (read by common/log.cc)"},
+      {"TICTAC_DEBUG", "0", "1 = shorthand for TICTAC_LOG_LEVEL=debug"},
+  };
+  all.insert(all.end(), registry().begin(), registry().end());
+  return all;
 }
 
 void register_tunable(TunableInfo info) {
