@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <random>
 #include <string>
 #include <vector>
+
+#include "common/random.h"
 
 namespace tictac::priority {
 namespace {
@@ -13,46 +14,12 @@ namespace {
 constexpr std::uint64_t kMiB = 1 << 20;
 constexpr int kMaxGeneratedOps = 100'000'000;  // ~100 GB of OpSpecs would be needed beyond this
 
-// Deterministic random numbers. std::mt19937_64's output sequence is fixed by the standard, but
-// the std:: distributions are not (they differ between library versions), so the mappings to
-// ranges are written here.
-class Rng {
- public:
-  explicit Rng(std::uint64_t seed) : engine_(seed) {}
-
-  // Uniform in [lo, hi], unbiased (rejection sampling on the top of the range).
-  std::uint64_t uniform_u64(std::uint64_t lo, std::uint64_t hi) {
-    const std::uint64_t span = hi - lo;
-    if (span == UINT64_MAX) return engine_();
-    const std::uint64_t n = span + 1;
-    const std::uint64_t limit = UINT64_MAX - (UINT64_MAX % n);  // values >= limit are rejected
-    std::uint64_t x;
-    do {
-      x = engine_();
-    } while (x >= limit);
-    return lo + x % n;
-  }
-  int uniform_int(int lo, int hi) {
-    return static_cast<int>(
-        static_cast<std::int64_t>(lo) +
-        static_cast<std::int64_t>(
-            uniform_u64(0, static_cast<std::uint64_t>(static_cast<std::int64_t>(hi) - lo))));
-  }
-  // Uniform in [0, 1) with 53 random bits.
-  double uniform01() { return static_cast<double>(engine_() >> 11) * 0x1.0p-53; }
-  double uniform_real(double lo, double hi) { return lo + (hi - lo) * uniform01(); }
-  bool chance(double p) { return uniform01() < p; }
-  // Parameter-like sizes spread over orders of magnitude: [2^lo_log2, 2^(hi_log2+1)), multiple
-  // of 4.
-  std::uint64_t param_bytes(int lo_log2, int hi_log2) {
-    const int mag = uniform_int(lo_log2, hi_log2);
-    const std::uint64_t base = std::uint64_t{1} << mag;
-    return (base + uniform_u64(0, base - 1)) & ~std::uint64_t{3};
-  }
-
- private:
-  std::mt19937_64 engine_;
-};
+// Parameter-like sizes spread over orders of magnitude: [2^lo_log2, 2^(hi_log2+1)), multiple of 4.
+std::uint64_t param_bytes(Rng& rng, int lo_log2, int hi_log2) {
+  const int mag = rng.uniform_int(lo_log2, hi_log2);
+  const std::uint64_t base = std::uint64_t{1} << mag;
+  return (base + rng.uniform_u64(0, base - 1)) & ~std::uint64_t{3};
+}
 
 OpSpec recv(std::string name, std::uint64_t bytes) {
   OpSpec s;
@@ -132,10 +99,10 @@ Result<Graph> make_inception_like(int modules, int branches, std::uint64_t seed)
   std::vector<OpSpec> specs;
   // A conv layer: its weights (a recv) and the conv op fed by `input` and the weights.
   auto conv = [&](const std::string& name, const std::string& input, int lo_log2, int hi_log2) {
-    specs.push_back(recv(name + "/w", rng.param_bytes(lo_log2, hi_log2)));
+    specs.push_back(recv(name + "/w", param_bytes(rng, lo_log2, hi_log2)));
     std::vector<std::string> inputs{name + "/w"};
     if (!input.empty()) inputs.push_back(input);
-    specs.push_back(compute(name, std::move(inputs), rng.uniform_real(2e-4, 2e-3)));
+    specs.push_back(compute(name, std::move(inputs), rng.uniform(2e-4, 2e-3)));
     return name;
   };
   std::string prev;
@@ -150,7 +117,7 @@ Result<Graph> make_inception_like(int modules, int branches, std::uint64_t seed)
       for (int l = 1; l <= depth; ++l) tail = conv(branch + num("/conv", l), tail, 14, 21);
       tails.push_back(tail);
     }
-    specs.push_back(compute(mod + "/concat", std::move(tails), rng.uniform_real(2e-5, 1e-4)));
+    specs.push_back(compute(mod + "/concat", std::move(tails), rng.uniform(2e-5, 1e-4)));
     prev = mod + "/concat";
   }
   prev = conv("head/fc", prev, 22, 22);
@@ -183,7 +150,7 @@ Result<Graph> make_random_dag(int ops, int recvs, std::uint64_t seed) {
                 static_cast<std::uint64_t>(left_r);
     }
     if (is_recv) {
-      specs.push_back(recv(num("r", i), rng.param_bytes(10, 23)));
+      specs.push_back(recv(num("r", i), param_bytes(rng, 10, 23)));
       pending.push_back(i);
       --left_r;
       continue;
@@ -213,7 +180,7 @@ Result<Graph> make_random_dag(int ops, int recvs, std::uint64_t seed) {
     }
     std::vector<std::string> inputs;
     for (int c : chosen) inputs.push_back(specs[static_cast<std::size_t>(c)].name);
-    specs.push_back(compute(num("c", i), std::move(inputs), rng.uniform_real(1e-5, 1e-3)));
+    specs.push_back(compute(num("c", i), std::move(inputs), rng.uniform(1e-5, 1e-3)));
     --left_c;
   }
   return Graph::build(std::move(specs));
@@ -257,12 +224,12 @@ Result<Graph> make_layered(int ops, int recvs, std::uint64_t seed) {
     for (int j = 0; j < np; ++j) {
       // The first parameter is the big one (weights), the others are vectors (bias, norm).
       specs.push_back(
-          recv(layer + num("w", j), j == 0 ? rng.param_bytes(14, 23) : rng.param_bytes(8, 13)));
+          recv(layer + num("w", j), j == 0 ? param_bytes(rng, 14, 23) : param_bytes(rng, 8, 13)));
     }
     const std::size_t first = specs.size();
     auto add = [&](std::int64_t i, std::vector<std::string> inputs) {
       specs.push_back(
-          compute(layer + num("op", i), std::move(inputs), rng.uniform_real(5e-6, 2e-4)));
+          compute(layer + num("op", i), std::move(inputs), rng.uniform(5e-6, 2e-4)));
       return specs.back().name;
     };
     std::vector<std::string> head_in;

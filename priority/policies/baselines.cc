@@ -1,35 +1,12 @@
 #include "priority/policies/baselines.h"
 
-#include <limits>
 #include <numeric>
-#include <random>
+
+#include "common/random.h"
 
 namespace tictac::priority::policies {
 
-namespace {
-
-// Uniform integer in [0, bound) by rejection, so every value is equally likely.
-std::uint64_t uniform_below(std::mt19937_64& engine, std::uint64_t bound) {
-  const std::uint64_t max = std::numeric_limits<std::uint64_t>::max();
-  const std::uint64_t limit = max - (max % bound + 1) % bound;  // largest multiple of bound, minus 1
-  for (;;) {
-    const std::uint64_t x = engine();
-    if (x <= limit) return x % bound;
-  }
-}
-
-}  // namespace
-
-std::vector<int> seeded_permutation(int n, std::uint64_t seed) {
-  std::vector<int> perm(static_cast<std::size_t>(n));
-  std::iota(perm.begin(), perm.end(), 0);
-  std::mt19937_64 engine(seed);
-  for (int i = n - 1; i > 0; --i) {
-    const auto j = static_cast<int>(uniform_below(engine, static_cast<std::uint64_t>(i) + 1));
-    std::swap(perm[i], perm[j]);
-  }
-  return perm;
-}
+std::vector<int> seeded_permutation(int n, std::uint64_t seed) { return Rng(seed).permutation(n); }
 
 Result<Schedule> random_policy(const Graph& graph, const PolicyOptions& options) {
   const int n = static_cast<int>(graph.recvs().size());

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "priority/sim/event_queue.h"
-#include "priority/sim/rng.h"
+#include "common/random.h"
 #include "priority/sim/sizing.h"
 
 namespace tictac::priority::sim {
@@ -156,7 +156,7 @@ class Simulation {
     priority_.assign(W_, std::vector<std::int64_t>());
     for (int w = 0; w < W_; ++w) {
       if (cfg_.shuffle_each_iteration) {
-        SimRng rng(derive_seed(cfg_.seed, static_cast<std::uint64_t>(it), static_cast<std::uint64_t>(w), kShuffleStream));
+        Rng rng(derive_seed(cfg_.seed, static_cast<std::uint64_t>(it), static_cast<std::uint64_t>(w), kShuffleStream));
         const std::vector<int> order = rng.permutation(R_);
         priority_[w].assign(R_, 0);
         for (int pos = 0; pos < R_; ++pos) priority_[w][order[pos]] = pos;
@@ -445,7 +445,7 @@ class Simulation {
   std::vector<ReadyQueue> ready_, updates_;
   std::vector<std::vector<Interval>> comm_, compute_;
   std::vector<std::vector<std::int64_t>> priority_;
-  std::optional<SimRng> jitter_rng_;
+  std::optional<Rng> jitter_rng_;
 };
 
 }  // namespace

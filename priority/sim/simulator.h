@@ -4,7 +4,7 @@
 // empty network after the previous one ended everywhere, so each is simulated from time 0.
 //
 // simulate() is a pure function of (graph, schedule, config): the same inputs give the same
-// result bit for bit (seeded jitter and shuffles use SimRng). Errors are invalid_argument
+// result bit for bit (seeded jitter and shuffles use Rng). Errors are invalid_argument
 // naming the bad config field or the schedule/graph mismatch. Thread-safe: no shared state.
 #pragma once
 

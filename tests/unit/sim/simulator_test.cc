@@ -7,7 +7,7 @@
 #include <map>
 
 #include "priority/sim/event_queue.h"
-#include "priority/sim/rng.h"
+#include "common/random.h"
 #include "sim_test_util.h"
 
 namespace tictac::priority::sim {
@@ -326,7 +326,7 @@ TEST(Simulator, FixedScheduleIsTheSameOnEveryWorker) {
 // Seeded random DAGs (built here, independent of the generators): on one worker and one PS
 // with no latency the worker is never idle with work pending, so L <= m <= U and E in [0, 1].
 Graph random_dag(std::uint64_t seed, int recvs, int computes) {
-  SimRng rng(seed);
+  Rng rng(seed);
   std::vector<OpSpec> specs;
   std::vector<std::string> names;
   for (int i = 0; i < recvs; ++i) {
@@ -349,7 +349,7 @@ TEST(Simulator, EfficiencyBoundsOnRandomInputs) {
     SimConfig c = slow_config();
     c.chunk_bytes = seed % 3 == 0 ? 4 : 0;
     c.mode = seed % 2 == 0 ? SimMode::training : SimMode::inference;
-    SimRng prio_rng(seed * 31);
+    Rng prio_rng(seed * 31);
     std::vector<std::int64_t> prio;
     for (std::size_t i = 0; i < g.recvs().size(); ++i) prio.push_back(static_cast<std::int64_t>(prio_rng.below(5)));
     const SimResult r = run(g, fixed(prio), c);
@@ -462,8 +462,8 @@ TEST(EventQueue, PopsByTimeThenInsertionOrder) {
   EXPECT_EQ(out, (std::vector<int>{2, 4, 1, 3}));
 }
 
-TEST(SimRng, DeterministicBoundedAndPermutes) {
-  SimRng a(5), b(5);
+TEST(Rng, DeterministicBoundedAndPermutes) {
+  Rng a(5), b(5);
   for (int i = 0; i < 100; ++i) {
     const double u = a.uniform01();
     EXPECT_EQ(u, b.uniform01());
