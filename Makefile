@@ -17,7 +17,8 @@ build: deps $(BUILD)/build.ninja
 	ninja -C $(BUILD) -j $(JOBS)
 
 test: build
-	meson test -C $(BUILD) --print-errorlogs --num-processes $(JOBS)
+	meson test -C $(BUILD) --print-errorlogs --num-processes $(JOBS); \
+	  status=$$?; scripts/test_summary.py $(BUILD) && exit $$status
 
 demo: build
 	@scripts/demo.sh $(BUILD)
