@@ -10,8 +10,11 @@
 #include "priority/schedule.h"
 #include "transport/loopback/factory.h"
 #include "transport/tcp/factory.h"
+#ifdef TICTAC_HAVE_UCX
+#include "transport/ucx/factory.h"
+#endif
 #ifdef TICTAC_HAVE_VERBS
-#include "transport/verbs/probe.h"
+#include "transport/verbs/backend/factory.h"
 #endif
 
 namespace tictac::cli {
@@ -39,13 +42,16 @@ int run_info(Args& args) {
   const transport::Viability lo =
       transport::loopback::create(transport::loopback::create_fabric())->viability();
   print_backend("loopback", lo.viable, lo.reason + " (tests and single-process runs)");
-  print_backend("ucx", false, "ucx not viable: this build has no UCX backend yet");
+#ifdef TICTAC_HAVE_UCX
+  const transport::Viability ucx = transport::ucx::create()->viability();
+  print_backend("ucx", ucx.viable, ucx.viable ? ucx.reason : "ucx not viable: " + ucx.reason);
+#else
+  print_backend("ucx", false, "ucx not viable: built without libucx (install libucx-dev and rebuild)");
+#endif
 #ifdef TICTAC_HAVE_VERBS
-  // The device probe is real; the transport backend on top of it has not landed yet.
-  const std::string verbs = verbs::probe();
-  const bool device_ok = verbs.rfind("verbs: viable", 0) == 0;
-  print_backend("verbs", false,
-                device_ok ? verbs + "; but this build has no verbs transport backend yet" : verbs);
+  // The verbs backend: viable when libibverbs loads and a device has an ACTIVE port.
+  const transport::Viability verbs = verbs::create()->viability();
+  print_backend("verbs", verbs.viable, verbs.reason);
 #else
   print_backend("verbs", false, "verbs not viable: built without libibverbs headers (install libibverbs-dev and rebuild)");
 #endif

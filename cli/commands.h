@@ -18,5 +18,6 @@ int run_simulate(Args& args);
 int run_compare(Args& args);
 int run_generate(Args& args);
 int run_info(Args& args);
+int run_perftest(Args& args);
 
 }  // namespace tictac::cli

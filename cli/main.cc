@@ -19,6 +19,11 @@ const Command kCommands[] = {
      "--kind chain|seq-32|par-32|inception|random|layered [--size N] [--recvs N] [--seed N] [--out FILE]",
      "write a generated tictac-graph/1 file"},
     {"info", run_info, "[--tunables]", "show the build, which backends are viable here, and tunables"},
+    {"perftest", run_perftest,
+     "--backend tcp|ucx|verbs|loopback --test lat|bw|priority --server [--listen A] | --client --connect A | --local"
+     " [--size B] [--iters N] [--warmup N] [--bulk B] [--chunk B] [--window N] [--outstanding N] [--timeout D]"
+     " [--format table|json]",
+     "transport microbenchmark: latency, bandwidth, high-priority latency behind bulk (docs/benchmarks.md)"},
 };
 
 void print_help(FILE* out) {

@@ -1,6 +1,7 @@
 #include "transport/connection.h"
 
 #include <cstring>
+#include <span>
 #include <utility>
 
 #include "common/check.h"
@@ -23,16 +24,46 @@ Connection::~Connection() {
 }
 
 std::string Connection::describe() const {
-  std::string who = peer_.name.empty() ? std::string("(handshake not done)") : "'" + peer_.name + "'";
-  return "peer " + who + " over " + endpoint_desc_;
+  // The name is known (and believed) only once the handshake passed.
+  return "peer " + (peer_.name.empty() ? std::string() : "'" + peer_.name + "' ") + "over " + endpoint_desc_;
 }
 
 Status Connection::peer_status(StatusCode code, const std::string& what) const {
   return Status(code, describe() + ": " + what, "peer " + (peer_.name.empty() ? endpoint_desc_ : peer_.name));
 }
 
-void Connection::start() {
+void Connection::start(const std::optional<std::string>& auth_token) {
   endpoint_->start(this);
+  auth::HandshakeConfig hc;
+  hc.role = initiator_ ? auth::Role::initiator : auth::Role::acceptor;
+  hc.token = auth_token;
+  hc.protocol_version = wire::kVersion;
+  hc.peer = endpoint_desc_;
+  Result<auth::Handshake> hs = auth::Handshake::start(std::move(hc));
+  if (!hs.ok()) {
+    fail(peer_status(hs.status().code(), "cannot start the handshake: " + hs.status().message()));
+    return;
+  }
+  auth_.emplace(std::move(hs).value());
+  (void)send_auth_output();  // the initiator's hello; the acceptor waits for it
+}
+
+std::uint64_t Connection::send_auth_output() {
+  const auth::Bytes out = auth_->take_output();
+  if (out.empty()) return 0;
+  TICTAC_CHECK(out.size() <= wire::kMaxAuthBytes, "handshake output of " << out.size() << " bytes");
+  Header h;
+  h.version = wire::kHandshakeFrameVersion;
+  h.type = FrameType::auth;
+  h.length = static_cast<std::uint32_t>(out.size());
+  std::vector<std::byte> payload(out.size());
+  std::memcpy(payload.data(), out.data(), out.size());
+  const std::uint64_t cid = next_control_id_;
+  push_control(h, std::move(payload));
+  return cid;
+}
+
+void Connection::send_hello() {
   Header h;
   h.type = FrameType::hello;
   std::vector<std::byte> body = encode_hello(local_);
@@ -127,6 +158,10 @@ void Connection::on_sent(std::uint64_t cookie) {
   const Sent s = it->second;
   sent_.erase(it);
   if (s.control) {
+    if (refusing_ && s.control_id == refusal_control_id_) {
+      fail(refusal_);  // the peer has the reason (as far as we can tell); now close
+      return;
+    }
     auto c = control_.find(s.control_id);
     const std::uint64_t completes = c != control_.end() ? c->second.completes_msg : 0;
     if (c != control_.end()) control_.erase(c);
@@ -199,15 +234,28 @@ bool Connection::cancel(Request* req) {
 // ---------------------------------------------------------------------------------------------
 // Receiving
 
-Status Connection::validate(const Header& h) {
-  if (state_ == State::handshaking && h.type != FrameType::hello) {
-    return peer_status(StatusCode::protocol_error,
-                       std::string("expected HELLO first, got ") + std::string(wire::to_string(h.type)));
+Status Connection::validate_handshake(const Header& h) {
+  const bool auth_done = auth_ && auth_->done();
+  if (h.type == FrameType::auth) {
+    if (!auth_done) return Status::Ok();
+    return peer_status(StatusCode::protocol_error, "AUTH frame after the authentication handshake finished");
   }
+  if (h.type == FrameType::hello) {
+    if (auth_done) return Status::Ok();
+    return peer_status(StatusCode::protocol_error, "HELLO before the authentication handshake finished");
+  }
+  return peer_status(StatusCode::protocol_error,
+                     (auth_done ? std::string("expected HELLO, got ") : std::string("expected AUTH first, got ")) +
+                         std::string(wire::to_string(h.type)) + " during the handshake");
+}
+
+Status Connection::validate(const Header& h) {
+  if (state_ == State::handshaking) return validate_handshake(h);
   switch (h.type) {
+    case FrameType::auth:
+      return peer_status(StatusCode::protocol_error, "AUTH frame after the handshake");
     case FrameType::hello:
-      if (state_ != State::handshaking) return peer_status(StatusCode::protocol_error, "second HELLO");
-      return Status::Ok();
+      return peer_status(StatusCode::protocol_error, "second HELLO");
     case FrameType::announce:
       if (h.msg_id <= last_in_msg_id_) {
         return peer_status(StatusCode::protocol_error,
@@ -276,10 +324,17 @@ Status Connection::validate(const Header& h) {
 
 Result<Destination> Connection::on_header(const Header& h) {
   last_rx_ = Clock::now();
+  Destination d;
+  if (refusing_) {  // the refusal is on its way out; whatever the peer says now is dropped
+    d.discard = true;
+    return d;
+  }
   Status st = validate(h);
   if (!st.ok()) return st;
-  Destination d;
-  if (h.type == FrameType::hello) {
+  if (h.type == FrameType::auth) {
+    auth_body_.resize(h.length);
+    d.data = auth_body_.data();
+  } else if (h.type == FrameType::hello) {
     hello_body_.resize(h.length);
     d.data = hello_body_.data();
   } else if (h.type == FrameType::data && h.length > 0) {
@@ -299,7 +354,9 @@ Result<Destination> Connection::on_header(const Header& h) {
 
 void Connection::on_frame(const Header& h) {
   last_rx_ = Clock::now();
+  if (refusing_) return;
   switch (h.type) {
+    case FrameType::auth: handle_auth(); break;
     case FrameType::hello: handle_hello(); break;
     case FrameType::announce: handle_announce(h); break;
     case FrameType::data: handle_data(h); break;
@@ -309,6 +366,42 @@ void Connection::on_frame(const Header& h) {
     case FrameType::abort: handle_abort(h); break;
     case FrameType::heartbeat: break;
   }
+}
+
+void Connection::handle_auth() {
+  const std::vector<std::byte> body = std::exchange(auth_body_, {});
+  const std::span<const std::uint8_t> bytes(reinterpret_cast<const std::uint8_t*>(body.data()), body.size());
+  Result<std::size_t> used = auth_->feed(bytes);
+  if (!used.ok()) {
+    refuse();
+    return;
+  }
+  if (*used != bytes.size()) {  // done, yet the frame goes on: the peer does not follow the protocol
+    fail(peer_status(StatusCode::protocol_error,
+                     "AUTH frame carries " + std::to_string(bytes.size() - *used) +
+                         " bytes after the end of the authentication handshake"));
+    return;
+  }
+  (void)send_auth_output();
+  if (auth_->done()) send_hello();  // the peer's HELLO follows its last AUTH frame
+}
+
+void Connection::refuse() {
+  // The handshake names the peer as "handshake with peer <endpoint>: "; describe() says it better.
+  std::string what = auth_->status().message();
+  const std::string prefix = "handshake with peer " + endpoint_desc_ + ": ";
+  if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
+  refusal_ = peer_status(auth_->status().code(), std::string("refused in the handshake (") +
+                                                     auth::to_string(auth_->failure()) + "): " + what);
+  // Best effort: the refusal with its reason goes out first (the handshake left it in its
+  // output unless the peer refused us), then the connection fails and closes.
+  const std::uint64_t cid = send_auth_output();
+  if (cid == 0) {
+    fail(refusal_);
+    return;
+  }
+  refusing_ = true;
+  refusal_control_id_ = cid;
 }
 
 void Connection::handle_hello() {
@@ -326,7 +419,10 @@ void Connection::handle_hello() {
   peer_ = *info;
   send_credit_ = peer_.eager_bytes;
   state_ = State::established;
-  TICTAC_LOG(debug) << "connected to " << describe();
+  const bool authenticated = auth_->authenticated();
+  auth_.reset();  // wipes its copy of the token
+  TICTAC_LOG(debug) << "connected to " << describe()
+                    << (authenticated ? " (mutually authenticated)" : " (not authenticated: no auth token)");
   host_.connection_established(*this);
 }
 
@@ -474,7 +570,9 @@ void Connection::handle_abort(const Header& h) {
 void Connection::watchdog(Clock::time_point now) {
   if (state_ == State::failed) return;
   if (state_ == State::handshaking) {
-    if (now - created_ > config_.timeout) {
+    if (now - created_ > config_.timeout && refusing_) {
+      fail(refusal_);  // the refusal never left: close anyway
+    } else if (now - created_ > config_.timeout) {
       fail(peer_status(StatusCode::timeout, "handshake did not complete within TICTAC_TIMEOUT (" +
                                                 std::to_string(config_.timeout.count()) + " ms)"));
     }
@@ -495,6 +593,10 @@ void Connection::watchdog(Clock::time_point now) {
 }
 
 void Connection::on_failed(const Status& status) {
+  if (refusing_) {  // e.g. the peer read our refusal and hung up first: ours is the real cause
+    fail(refusal_);
+    return;
+  }
   // Statuses from our own on_header() already name the peer.
   const bool named = status.message().rfind("peer ", 0) == 0;
   fail(named ? status : peer_status(status.code(), status.message()));

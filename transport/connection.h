@@ -4,18 +4,24 @@
 //   sender:   ANNOUNCE (control lane, FIFO) -> [eager: DATA now | rendezvous: wait READY] -> DATA
 //   receiver: ANNOUNCE -> match -> READY (rendezvous) / land or pool (eager) -> CREDIT (eager)
 // plus REJECT (receive buffer too small), ABORT (sender cancelled), HEARTBEAT (liveness) and the
-// HELLO handshake. Every incoming frame is validated against this state; a violation is a
-// protocol_error that fails the connection.
+// handshake: first AUTH frames carrying transport/auth's version check and (with a token) the
+// HMAC-SHA256 mutual authentication, then one HELLO each way. Nothing but AUTH is accepted before
+// the authentication handshake is done, nothing but HELLO until the peer's HELLO arrived. A peer
+// that fails the handshake is sent the refusal with its reason (best effort), then the connection
+// fails; it is never established, so the Core never matches or hands it out. Every incoming frame
+// is validated against this state; a violation is a protocol_error that fails the connection.
 // Loop-thread only. Owned by the Core; the Request objects it points to are owned by the Core and
 // released only through ConnectionHost::finish().
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "transport/auth/handshake.h"
 #include "transport/backend.h"
 #include "transport/config.h"
 #include "transport/handshake.h"
@@ -51,8 +57,10 @@ class Connection final : public EndpointSink {
              const TransportConfig& config, const HelloInfo& local, bool initiator);
   ~Connection() override;
 
-  // Sends HELLO and starts receiving.
-  void start();
+  // Starts receiving and the handshake (as initiator: sends the first AUTH frame). `auth_token`
+  // (already validated) enables authentication; nullopt = none on this side. It is copied into
+  // the handshake, which wipes it when done.
+  void start(const std::optional<std::string>& auth_token);
 
   PeerId id() const { return id_; }
   State state() const { return state_; }
@@ -120,6 +128,14 @@ class Connection final : public EndpointSink {
 
   void push_control(wire::Header h, std::vector<std::byte> payload = {}, std::uint64_t completes_msg = 0);
   Status validate(const wire::Header& h);
+  Status validate_handshake(const wire::Header& h);
+  void handle_auth();
+  // Puts the auth handshake's pending output on the control lane (one AUTH frame); returns its
+  // control id, 0 when there was nothing to send.
+  std::uint64_t send_auth_output();
+  void send_hello();
+  // The auth handshake failed: send its refusal (if any) and fail once it left the host.
+  void refuse();
   void handle_hello();
   void handle_announce(const wire::Header& h);
   void handle_data(const wire::Header& h);
@@ -145,6 +161,11 @@ class Connection final : public EndpointSink {
   Status terminal_;
   HelloInfo peer_;
   std::vector<std::byte> hello_body_;
+  std::vector<std::byte> auth_body_;
+  std::optional<auth::Handshake> auth_;
+  bool refusing_ = false;               // sending the refusal; then fail(refusal_)
+  Status refusal_;
+  std::uint64_t refusal_control_id_ = 0;
 
   std::uint64_t next_msg_id_ = 1;
   std::uint64_t last_in_msg_id_ = 0;

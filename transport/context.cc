@@ -7,6 +7,7 @@
 #include <optional>
 #include <utility>
 
+#include "transport/auth/token.h"
 #include "transport/core.h"
 #include "transport/request.h"
 #include "transport/tcp/factory.h"
@@ -32,6 +33,17 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
     config = *env;
   }
   TICTAC_RETURN_IF_ERROR(config.validate());
+  std::optional<std::string> auth_token;
+  if (options.auth_token) {
+    if (!options.auth_token->empty()) {
+      TICTAC_RETURN_IF_ERROR(auth::validate_token(*options.auth_token, "ContextOptions::auth_token"));
+      auth_token = std::move(options.auth_token);
+    }
+  } else {
+    Result<std::optional<std::string>> env = auth::kAuthToken.get();
+    TICTAC_RETURN_IF_ERROR(env);
+    auth_token = std::move(env).value();
+  }
   if (options.backends.empty()) options.backends.push_back(tcp::create());
   std::string name = options.name.empty() ? default_name() : options.name;
   if (name.size() > kMaxNameBytes) {
@@ -45,7 +57,8 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
   for (const auto& b : options.backends) {
     ctx->backend_status_.push_back(BackendStatus{std::string(b->name()), b->viability(), b->capabilities()});
   }
-  ctx->core_ = std::make_unique<Core>(*ctx->engine_, config, name, std::move(options.backends));
+  ctx->core_ = std::make_unique<Core>(*ctx->engine_, config, name, std::move(options.backends),
+                                      std::move(auth_token));
   Core* core = ctx->core_.get();
   Result<bool> init = ctx->call<bool>([core](std::function<void(Result<bool>)> done) {
     Status st = core->init();

@@ -19,6 +19,10 @@
 // Ordering: messages from one peer with one tag are received in the order they were sent;
 // matching is by (source, tag), first in first out. Sends leave in priority order (smaller
 // first), preempting at chunk boundaries.
+// Authentication: with a token (ContextOptions::auth_token or TICTAC_AUTH_TOKEN) connect() and
+// accept() only ever return peers that proved knowledge of the same token; a peer that fails is
+// refused with a logged reason (connect() returns the protocol_error naming the peer and cause;
+// accept() never sees it).
 // Errors: asynchronous outcomes are the callback's Status: invalid_argument (bad peer, range, too
 // small a receive), cancelled (cancel() or close()), connection_lost / protocol_error / timeout
 // (naming the peer; every pending and later request on that peer gets the same status).
@@ -50,6 +54,11 @@ struct ContextOptions {
   ProgressEngine::Mode mode = ProgressEngine::Mode::thread;
   // Configuration; unset = TransportConfig::from_env().
   std::optional<TransportConfig> config;
+  // Shared secret that authenticates every connection (HMAC-SHA256 challenge-response in the
+  // handshake, 16..1024 bytes; docs/security.md). Unset = TICTAC_AUTH_TOKEN, read even when
+  // `config` is given (no authentication when that is unset too); "" = no authentication,
+  // whatever the environment says. Peers must agree: a token on one side only is refused.
+  std::optional<std::string> auth_token;
   // Backends in order of preference; empty = the TCP backend.
   std::vector<std::unique_ptr<Backend>> backends;
 };

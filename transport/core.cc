@@ -1,5 +1,7 @@
 #include "transport/core.h"
 
+#include <openssl/crypto.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -9,8 +11,9 @@
 namespace tictac::transport {
 
 Core::Core(ProgressEngine& engine, const TransportConfig& config, std::string name,
-           std::vector<std::unique_ptr<Backend>> backends)
-    : engine_(engine), config_(config), local_{std::move(name), config.eager_bytes} {
+           std::vector<std::unique_ptr<Backend>> backends, std::optional<std::string> auth_token)
+    : engine_(engine), config_(config), local_{std::move(name), config.eager_bytes},
+      auth_token_(std::move(auth_token)) {
   SendQueueConfig qc{config.chunk_bytes, config.window_chunks, config.enforce_priority};
   for (auto& b : backends) {
     Device d;
@@ -23,6 +26,7 @@ Core::Core(ProgressEngine& engine, const TransportConfig& config, std::string na
 Core::~Core() {
   // Connections close their endpoints before the backends that made them go away.
   conns_.clear();
+  if (auth_token_ && !auth_token_->empty()) OPENSSL_cleanse(auth_token_->data(), auth_token_->size());
 }
 
 Status Core::init() {
@@ -81,7 +85,7 @@ Connection& Core::add_connection(Device& dev, std::unique_ptr<Endpoint> ep, bool
   auto conn = std::make_unique<Connection>(id, std::move(ep), *dev.queue, *this, config_, local_, initiator);
   Connection& ref = *conn;
   conns_.emplace(id, std::move(conn));
-  ref.start();
+  ref.start(auth_token_);
   return ref;
 }
 
@@ -122,7 +126,14 @@ void Core::connect(const std::string& address, PeerFn done) {
                             return;
                           }
                           Connection& conn = add_connection(*dev, std::move(ep).value(), true);
-                          if (conn.state() == Connection::State::failed) return;  // already reported
+                          if (conn.state() == Connection::State::failed) {  // could not even start
+                            auto again = connect_waiters_.find(waiter);
+                            if (again == connect_waiters_.end()) return;
+                            PeerFn fn = std::move(again->second);
+                            connect_waiters_.erase(again);
+                            fn(conn.terminal_status());
+                            return;
+                          }
                           handshaking_connects_[conn.id()] = waiter;
                         });
 }
@@ -308,6 +319,9 @@ void Core::connection_failed(Connection& conn, const Status& status) {
   // complete with the terminal status, so the failure is visible instead of silently skipped.
   // The endpoint may be in the middle of the callback that reported the failure: free it later.
   engine_.defer([ep = std::shared_ptr<Endpoint>(conn.release_endpoint())] {});
+  // A peer refused (or lost) during the handshake was never handed out and owns no requests:
+  // forget it, so that peers failing the handshake again and again cost no memory.
+  if (conn.peer_name().empty()) engine_.defer([this, id = conn.id()] { conns_.erase(id); });
 }
 
 void Core::schedule_pump(SendQueue& queue) {

@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -27,8 +28,10 @@ using PeerFn = std::function<void(Result<PeerId>)>;
 
 class Core final : public ConnectionHost {
  public:
+  // `auth_token` (validated by the caller): every connection authenticates with it; nullopt =
+  // unauthenticated (refused by peers that have a token). Wiped from memory with the Core.
   Core(ProgressEngine& engine, const TransportConfig& config, std::string name,
-       std::vector<std::unique_ptr<Backend>> backends);
+       std::vector<std::unique_ptr<Backend>> backends, std::optional<std::string> auth_token);
   ~Core() override;
 
   // Attaches the viable backends and starts the liveness watchdog.
@@ -73,6 +76,7 @@ class Core final : public ConnectionHost {
   ProgressEngine& engine_;
   const TransportConfig config_;
   const HelloInfo local_;
+  std::optional<std::string> auth_token_;
   std::vector<Device> devices_;
   std::map<PeerId, std::unique_ptr<Connection>> conns_;
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;

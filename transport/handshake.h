@@ -1,6 +1,8 @@
-// Connection handshake: the first frame each side sends is a HELLO; nothing else is accepted
-// before a valid HELLO has arrived. The frame header already checks magic and wire version; the
-// HELLO body (below) carries the peer's name and its eager-pool size (our send credit towards it).
+// Connection handshake, second half: once the authentication handshake (transport/auth/, carried
+// in AUTH frames; see connection.h) has passed, each side sends one HELLO; nothing but AUTH and
+// then HELLO is accepted before the peer's HELLO has arrived. The frame header already checks
+// magic and wire version; the HELLO body (below) carries the peer's name and its eager-pool size
+// (our send credit towards it).
 //
 //   off size field
 //     0   4  body magic  "HELO"
@@ -9,9 +11,9 @@
 //     8   8  eager bytes the peer reserves for us
 //    16   n  name (UTF-8, no NUL)
 //
-// Seam for authentication (transport/auth/): verify_hello() is the single place where a peer is
-// accepted or refused; a challenge/response round adds frames after HELLO without changing
-// callers. Pure functions; thread-safe.
+// Versions and tokens were checked by the AUTH exchange before any HELLO is read; verify_hello()
+// is the last check on what the (by then authenticated, when a token is set) peer says about
+// itself. Pure functions; thread-safe.
 #pragma once
 
 #include <cstddef>
@@ -34,8 +36,8 @@ struct HelloInfo {
 std::vector<std::byte> encode_hello(const HelloInfo& info);
 // protocol_error naming the defect for anything malformed.
 Result<HelloInfo> decode_hello(std::span<const std::byte> body);
-// Decides whether the peer that sent `peer` may talk to us (currently: always, once the body
-// decoded; version mismatches were refused by the header check). protocol_error when refused.
+// Decides whether the peer that sent `peer` may talk to us (refuses an absurd eager pool; the
+// version and the token were settled by the AUTH exchange). protocol_error when refused.
 Status verify_hello(const HelloInfo& local, const HelloInfo& peer);
 
 }  // namespace tictac::transport

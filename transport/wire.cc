@@ -22,7 +22,7 @@ Status bad(const std::string& what) {
 
 bool known_type(std::uint8_t t) {
   return t >= static_cast<std::uint8_t>(FrameType::hello) &&
-         t <= static_cast<std::uint8_t>(FrameType::heartbeat);
+         t <= static_cast<std::uint8_t>(FrameType::auth);
 }
 
 }  // namespace
@@ -37,6 +37,7 @@ std::string_view to_string(FrameType type) {
     case FrameType::reject: return "REJECT";
     case FrameType::abort: return "ABORT";
     case FrameType::heartbeat: return "HEARTBEAT";
+    case FrameType::auth: return "AUTH";
   }
   return "UNKNOWN";
 }
@@ -84,9 +85,12 @@ Result<Header> decode(std::span<const std::byte> bytes) {
       return std::string(buf);
     }() + " (the peer is not a TicTac transport, or the stream lost its framing)");
   }
-  if (h.version != kVersion) {
+  // The type sits at the same offset in every version; AUTH frames keep a frozen header version.
+  const std::uint16_t expected =
+      type == static_cast<std::uint8_t>(FrameType::auth) ? kHandshakeFrameVersion : kVersion;
+  if (h.version != expected) {
     return bad("unsupported wire version " + std::to_string(h.version) + " (this build speaks " +
-               std::to_string(kVersion) + "; run the same TicTac version on both sides)");
+               std::to_string(expected) + "; run the same TicTac version on both sides)");
   }
   if (!known_type(type)) return bad("unknown frame type " + std::to_string(type));
   h.type = static_cast<FrameType>(type);
@@ -101,6 +105,12 @@ Result<Header> decode(std::span<const std::byte> bytes) {
       if (h.length == 0 || h.length > kMaxHelloBytes) {
         return bad("HELLO payload of " + std::to_string(h.length) + " bytes (1.." +
                    std::to_string(kMaxHelloBytes) + " allowed)");
+      }
+      break;
+    case FrameType::auth:
+      if (h.length == 0 || h.length > kMaxAuthBytes) {
+        return bad("AUTH payload of " + std::to_string(h.length) + " bytes (1.." +
+                   std::to_string(kMaxAuthBytes) + " allowed)");
       }
       break;
     case FrameType::data:

@@ -12,8 +12,14 @@
 //    24   8  offset    first payload byte's offset in the message (DATA)
 //    32   8  total     message length (ANNOUNCE, DATA) or credit bytes (CREDIT)
 //    40   8  priority  sender's priority, smaller first (ANNOUNCE, DATA)
-//    48   4  length    payload bytes after this header (HELLO, DATA)
+//    48   4  length    payload bytes after this header (AUTH, HELLO, DATA)
 //    52   4  aux       StatusCode of a REJECT; zero otherwise
+//
+// AUTH frames (the authentication handshake, transport/auth/) always carry header version
+// kHandshakeFrameVersion, in every release, and magic, version, type and length keep their
+// offsets: a peer of another release can always read them, so a protocol-version mismatch is
+// found inside the handshake, where both versions are named and the refusal reaches the peer.
+// Every other frame carries kVersion.
 //
 // decode() validates everything that can be checked without connection state and returns a
 // protocol_error Status naming the field; check_data_fits() adds the checks against the posted
@@ -32,8 +38,10 @@ namespace tictac::transport::wire {
 
 inline constexpr std::uint32_t kMagic = 0x43415454;  // bytes "TTAC"
 inline constexpr std::uint16_t kVersion = 1;
+inline constexpr std::uint16_t kHandshakeFrameVersion = 1;  // AUTH frames, frozen (see above)
 inline constexpr std::size_t kHeaderBytes = 56;
 inline constexpr std::uint32_t kMaxHelloBytes = 4096;
+inline constexpr std::uint32_t kMaxAuthBytes = 1024;  // >= twice the largest handshake message
 inline constexpr std::uint32_t kMaxChunkBytes = 1u << 30;
 inline constexpr std::uint8_t kFlagEager = 0x1;
 
@@ -46,6 +54,7 @@ enum class FrameType : std::uint8_t {
   reject = 6,     // receiver refuses msg_id (aux = StatusCode), e.g. receive buffer too small
   abort = 7,      // sender cancelled msg_id; no more data for it
   heartbeat = 8,  // liveness while idle
+  auth = 9,       // authentication handshake bytes (transport/auth/ messages), before HELLO
 };
 
 std::string_view to_string(FrameType type);

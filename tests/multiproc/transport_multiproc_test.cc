@@ -14,47 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "tests/conformance/harness.h"
-#include "transport/handshake.h"
-#include "transport/wire.h"
+#include "tests/multiproc/raw_peer.h"
 
 namespace tictac::transport::testing {
 namespace {
-
-TransportConfig fast_timeout_config(std::chrono::milliseconds timeout) {
-  TransportConfig c = small_config();
-  c.timeout = timeout;
-  return c;
-}
-
-std::unique_ptr<Context> tcp_context(const std::string& name, TransportConfig config) {
-  ContextOptions o;
-  o.name = name;
-  o.config = config;
-  o.backends.push_back(tcp::create());
-  Result<std::unique_ptr<Context>> c = Context::create(std::move(o));
-  return c.ok() ? std::move(c).value() : nullptr;
-}
-
-void write_line(int fd, const std::string& s) {
-  std::string line = s + "\n";
-  [[maybe_unused]] ssize_t n = write(fd, line.data(), line.size());
-}
-
-// Reads one line, waiting at most kWait.
-std::string read_line(int fd) {
-  std::string out;
-  const auto deadline = Clock::now() + kWait;
-  while (Clock::now() < deadline) {
-    pollfd p{fd, POLLIN, 0};
-    if (poll(&p, 1, 100) <= 0) continue;
-    char c;
-    if (read(fd, &c, 1) != 1) break;
-    if (c == '\n') return out;
-    out.push_back(c);
-  }
-  return out;
-}
 
 // Waits (bounded) until the child stopped itself.
 bool wait_stopped(pid_t pid) {
@@ -178,22 +141,6 @@ TEST(Multiproc, SilentPeerIsDeclaredDeadWithinTheTimeout) {
 // ---------------------------------------------------------------------------------------------
 // Malformed frames from a raw socket
 
-std::vector<std::byte> frame(const wire::Header& h, std::span<const std::byte> payload = {}) {
-  const wire::HeaderBytes b = wire::encode(h);
-  std::vector<std::byte> out(b.size() + payload.size());
-  std::memcpy(out.data(), b.data(), b.size());
-  if (!payload.empty()) std::memcpy(out.data() + b.size(), payload.data(), payload.size());
-  return out;
-}
-
-std::vector<std::byte> hello_frame(const std::string& name) {
-  std::vector<std::byte> body = encode_hello(HelloInfo{name, 0});
-  wire::Header h;
-  h.type = wire::FrameType::hello;
-  h.length = static_cast<std::uint32_t>(body.size());
-  return frame(h, body);
-}
-
 wire::Header announce(std::uint64_t id, Tag tag, std::uint64_t total, bool eager) {
   wire::Header h;
   h.type = wire::FrameType::announce;
@@ -213,10 +160,6 @@ wire::Header data(std::uint64_t id, Tag tag, std::uint64_t offset, std::uint32_t
   h.length = length;
   h.total = total;
   return h;
-}
-
-void append(std::vector<std::byte>& out, const std::vector<std::byte>& more) {
-  out.insert(out.end(), more.begin(), more.end());
 }
 
 // Child: connects, writes `bytes`, optionally half-closes at once, then waits (bounded) for the
@@ -312,6 +255,8 @@ std::vector<BadFrameCase> bad_frame_cases() {
     add("message id reused", out, StatusCode::protocol_error, "not newer");
   }
   add("second HELLO", hello_frame("again"), StatusCode::protocol_error, "second HELLO");
+  add("AUTH after the handshake", auth_frame(auth_hello(auth::Role::initiator, false)),
+      StatusCode::protocol_error, "AUTH frame after the handshake");
   {
     wire::Header h;
     h.type = wire::FrameType::credit;
@@ -339,10 +284,6 @@ std::vector<BadFrameCase> bad_frame_cases() {
   return cases;
 }
 
-std::uint16_t port_of(const std::string& address) {
-  return static_cast<std::uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
-}
-
 TEST(Multiproc, MalformedFramesFromARawSocketAreProtocolErrorsAndHarmNothing) {
   auto server = tcp_context("server", small_config());
   ASSERT_TRUE(server);
@@ -351,7 +292,7 @@ TEST(Multiproc, MalformedFramesFromARawSocketAreProtocolErrorsAndHarmNothing) {
   const std::uint16_t port = port_of(*addr);
   int index = 0;
   for (const BadFrameCase& c : bad_frame_cases()) {
-    std::vector<std::byte> bytes = hello_frame(L("raw-", index++));
+    std::vector<std::byte> bytes = unauthenticated_opening(L("raw-", index++));
     append(bytes, c.after_hello);
     const pid_t pid = fork();
     ASSERT_GE(pid, 0);
@@ -370,20 +311,23 @@ TEST(Multiproc, MalformedFramesFromARawSocketAreProtocolErrorsAndHarmNothing) {
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
     EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << c.name << ": raw client status " << status;
   }
-  // Garbage instead of a HELLO: refused during the handshake, never handed out by accept().
+  // Garbage instead of the handshake: refused during the handshake, never handed out by
+  // accept() (tests/multiproc/auth_multiproc_test.cc covers the AUTH messages themselves).
   const std::vector<std::vector<std::byte>> garbage = {
+      text_bytes("GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(64, 'x')),
       [] {
-        const std::string http = "GET / HTTP/1.1\r\nHost: x\r\n\r\n" + std::string(64, 'x');
-        std::vector<std::byte> v;
-        for (char ch : http) v.push_back(static_cast<std::byte>(ch));
-        return v;
-      }(),
-      [] {
+        std::vector<std::byte> out = auth_frame(auth_hello(auth::Role::initiator, false));
         std::vector<std::byte> h = hello_frame("bad-body");
         h[wire::kHeaderBytes] = std::byte{0};  // body magic
-        return h;
+        append(out, h);
+        return out;
       }(),
-      frame(announce(1, 6, 10, true)),  // data before any HELLO
+      frame(announce(1, 6, 10, true)),  // data before any handshake
+      [] {
+        std::vector<std::byte> out = auth_frame(auth_hello(auth::Role::initiator, false));
+        append(out, frame(announce(1, 6, 10, true)));  // data before the HELLO
+        return out;
+      }(),
   };
   for (const auto& bytes : garbage) {
     const pid_t pid = fork();

@@ -1,0 +1,166 @@
+// UCX-specific tests beside the conformance suite: viability and capabilities, memory types (CUDA
+// refused with a reason), bad addresses, and a peer process killed mid-conversation, which must
+// surface through UCX's peer error handling as connection_lost naming the peer (the heartbeat
+// timeout is set far beyond the wait, so only UCX can deliver it). Run under each UCX_TLS.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <string>
+
+#include "tests/conformance/harness.h"
+#include "transport/ucx/factory.h"
+#include "transport/ucx/memory.h"
+
+namespace tictac::transport::testing {
+namespace {
+
+std::unique_ptr<Context> ucx_context(const std::string& name, TransportConfig config = small_config()) {
+  ContextOptions o;
+  o.name = name;
+  o.config = config;
+  o.backends.push_back(ucx::create());
+  Result<std::unique_ptr<Context>> c = Context::create(std::move(o));
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  return c.ok() ? std::move(c).value() : nullptr;
+}
+
+TEST(UcxBackend, ViableWithHostMemoryOnly) {
+  std::unique_ptr<Backend> b = ucx::create();
+  EXPECT_EQ(b->name(), "ucx");
+  const Viability v = b->viability();
+  ASSERT_TRUE(v.viable) << v.reason;
+  EXPECT_NE(v.reason.find("UCX 1."), std::string::npos) << v.reason;
+  EXPECT_NE(v.reason.find("memory: host"), std::string::npos) << v.reason;
+  const Capabilities c = b->capabilities();
+  EXPECT_TRUE(c.host_memory);
+  EXPECT_FALSE(c.cuda_memory);  // Debian's libucx has no CUDA support
+  EXPECT_GT(c.max_frames_in_flight, 0u);
+}
+
+TEST(UcxBackend, CudaBuffersAreRefusedUnlessUcxSupportsThem) {
+  BufferDesc host;
+  host.type = MemoryType::host;
+  BufferDesc cuda;
+  cuda.type = MemoryType::cuda;
+  cuda.cuda_device = 0;
+  const std::uint64_t host_only = UCS_BIT(UCS_MEMORY_TYPE_HOST);
+  Result<ucs_memory_type_t> h = ucx::memory_type_for(host, host_only);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(*h, UCS_MEMORY_TYPE_HOST);
+  Result<ucs_memory_type_t> refused = ucx::memory_type_for(cuda, host_only);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::invalid_argument);
+  EXPECT_NE(refused.status().message().find("without CUDA"), std::string::npos) << refused.status().message();
+  EXPECT_NE(refused.status().message().find("host staging buffer"), std::string::npos);
+  Result<ucs_memory_type_t> ok = ucx::memory_type_for(cuda, host_only | UCS_BIT(UCS_MEMORY_TYPE_CUDA));
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(*ok, UCS_MEMORY_TYPE_CUDA);
+  EXPECT_EQ(ucx::describe_memory_types(host_only), "host");
+  EXPECT_EQ(ucx::describe_memory_types(0), "no");
+}
+
+TEST(UcxBackend, BadAddressesAreRefused) {
+  auto ctx = ucx_context("bad");
+  ASSERT_TRUE(ctx);
+  for (const char* addr : {"ucx://127.0.0.1", "ucx://127.0.0.1:99999", "ucx://not-an-ip:5", "ucx://1.2.3:x"}) {
+    Result<std::string> l = ctx->listen(addr);
+    ASSERT_FALSE(l.ok()) << addr;
+    EXPECT_EQ(l.status().code(), StatusCode::invalid_argument) << l.status().to_string();
+    EXPECT_NE(l.status().message().find("ucx://<IPv4 address>:<port>"), std::string::npos) << l.status().message();
+    Result<PeerId> c = ctx->connect(addr);
+    ASSERT_FALSE(c.ok()) << addr;
+    EXPECT_EQ(c.status().code(), StatusCode::invalid_argument) << c.status().to_string();
+  }
+  Result<std::string> good = ctx->listen("ucx://localhost:0");
+  ASSERT_TRUE(good.ok()) << good.status().to_string();
+  EXPECT_EQ(good->rfind("ucx://127.0.0.1:", 0), 0u) << *good;
+}
+
+std::string victim_path() {
+  char self[PATH_MAX] = {};
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  std::string dir = n > 0 ? std::string(self, static_cast<std::size_t>(n)) : std::string(".");
+  dir = dir.substr(0, dir.rfind('/'));
+  return dir + "/ucx_victim";
+}
+
+// The next line from the child's stdout that is not a UCX log line ("[time] [host:pid] ...").
+// fgets blocks; the child prints within its own bounds or exits, which ends the read.
+std::string read_line(FILE* f) {
+  char line[512] = {};
+  for (int i = 0; i < 100; ++i) {
+    if (std::fgets(line, sizeof line, f) == nullptr) return {};
+    std::string s(line);
+    while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
+    if (!s.empty() && s[0] != '[') return s;
+  }
+  return {};
+}
+
+// Kills and reaps the child when the test ends, however it ends.
+struct Reaper {
+  pid_t pid;
+  ~Reaper() {
+    if (pid <= 0) return;
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+  }
+};
+
+TEST(UcxBackend, KilledPeerIsConnectionLostThroughUcx) {
+  const std::string path = victim_path();
+  ASSERT_EQ(access(path.c_str(), X_OK), 0) << "victim program missing: " << path;
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[1], STDOUT_FILENO);
+    close(fds[0]);
+    close(fds[1]);
+    execl(path.c_str(), path.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  ASSERT_GT(pid, 0);
+  Reaper reaper{pid};
+  close(fds[1]);
+  FILE* from_child = fdopen(fds[0], "r");
+  ASSERT_NE(from_child, nullptr);
+  const std::string addr = read_line(from_child);
+  ASSERT_EQ(addr.rfind("ucx://", 0), 0u) << "victim said '" << addr << "'";
+
+  TransportConfig config = small_config();
+  config.timeout = std::chrono::seconds(50);  // the heartbeat must not be what notices
+  auto ctx = ucx_context("survivor", config);
+  ASSERT_TRUE(ctx);
+  Result<PeerId> peer = ctx->connect(addr);
+  ASSERT_TRUE(peer.ok()) << peer.status().to_string();
+  ASSERT_EQ(read_line(from_child), "ready");
+  fclose(from_child);
+
+  Buffer big(4 << 20, 1, true), dst(100);
+  Recorder rec;
+  ctx->send(*peer, 2, big.region, 0, big.bytes.size(), 0, rec.make("send"));  // never received
+  ctx->recv(*peer, 3, dst.region, 0, 100, rec.make("recv"));                  // never sent
+  ASSERT_TRUE(ctx->peer_name(*peer).ok());
+  ASSERT_EQ(rec.count(), 0u);
+  kill(pid, SIGKILL);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  reaper.pid = 0;
+  ASSERT_TRUE(rec.wait(2));
+  for (const Completion& c : rec.all()) {
+    EXPECT_EQ(c.status.code(), StatusCode::connection_lost) << c.label << ": " << c.status.to_string();
+    EXPECT_NE(c.status.message().find("victim"), std::string::npos) << c.status.message();
+    EXPECT_NE(c.status.message().find("UCX"), std::string::npos) << c.status.message();
+  }
+  ctx->send(*peer, 4, big.region, 0, 10, 0, rec.make("later"));
+  ASSERT_TRUE(rec.wait(3));
+  EXPECT_EQ(rec.find("later").status.code(), StatusCode::connection_lost);
+}
+
+}  // namespace
+}  // namespace tictac::transport::testing

@@ -1,0 +1,61 @@
+// The transport conformance suite for the verbs backend on the fake RC fabric
+// (transport/verbs/fake/): the backend's real data path (QPs, RDMA WRITE WITH IMMEDIATE into
+// registered rings, credits, completion channel, async events) against a device model, with
+// the TCP side channel on 127.0.0.1. Two fabrics: an InfiniBand port (LID routing) and a RoCE
+// port (GRH with the IPv4-mapped GID). The fabrics run in thread mode: the backend is driven by
+// completion events, as on hardware, and the executor thread makes completions asynchronous.
+//
+// The suite's fixture lives in an anonymous namespace of transport_conformance_test.cc, so this
+// file compiles that file once more with all_backends() renamed to the verbs list below
+// (harness.h is included first, so its own all_backends() stays untouched).
+#include "tests/conformance/harness.h"
+#include "transport/verbs/backend/factory.h"
+#include "transport/verbs/fake/fake_fabric.h"
+
+namespace tictac::transport::testing {
+
+// One fabric per link layer for the whole test binary (several Contexts share it, like hosts
+// on one subnet); intentionally never destroyed, since Contexts of a failed test may outlive it.
+inline verbs::fake::FakeFabric& verbs_fabric(bool roce) {
+  static auto* ib = new verbs::fake::FakeFabric([] {
+    verbs::fake::FabricOptions o;
+    o.execution = verbs::fake::Execution::thread;
+    o.devices = {verbs::fake::DeviceSpec{"fake_ib0", {verbs::fake::PortSpec{}}}};
+    return o;
+  }());
+  static auto* eth = new verbs::fake::FakeFabric([] {
+    verbs::fake::FabricOptions o;
+    o.execution = verbs::fake::Execution::thread;
+    o.devices = {verbs::fake::DeviceSpec{"fake_roce0", {verbs::fake::PortSpec{IBV_LINK_LAYER_ETHERNET}}}};
+    return o;
+  }());
+  return roce ? *eth : *ib;
+}
+
+inline std::vector<BackendKind> verbs_fake_backends() {
+  return {
+      {"verbs_fake_ib",
+       [](const std::shared_ptr<loopback::Fabric>&) { return verbs::create(verbs_fabric(false).api(), verbs::VerbsConfig{}); },
+       "verbs://127.0.0.1:0"},
+      {"verbs_fake_roce",
+       [](const std::shared_ptr<loopback::Fabric>&) { return verbs::create(verbs_fabric(true).api(), verbs::VerbsConfig{}); },
+       "verbs://127.0.0.1:0"},
+      // Tiny rings: frames span many slots, the ring is full most of the time (credits and
+      // back-pressure on every frame), and completions are signalled every 3 requests.
+      {"verbs_fake_small_ring",
+       [](const std::shared_ptr<loopback::Fabric>&) {
+         verbs::VerbsConfig c;
+         c.slot_bytes = 4096;
+         c.ring_slots = 4;
+         c.signal_every = 3;
+         return verbs::create(verbs_fabric(false).api(), c);
+       },
+       "verbs://127.0.0.1:0"},
+  };
+}
+
+}  // namespace tictac::transport::testing
+
+#define all_backends verbs_fake_backends
+#include "tests/conformance/transport_conformance_test.cc"  // NOLINT(bugprone-suspicious-include)
+#undef all_backends

@@ -1,0 +1,86 @@
+// UcxBackend: owns the UCP context and worker, creates listeners and connectors; the front door
+// is ucx::create() in factory.h.
+#include <map>
+#include <vector>
+
+#include "transport/ucx/connector.h"
+#include "transport/ucx/factory.h"
+#include "transport/ucx/listener.h"
+#include "transport/ucx/memory.h"
+#include "transport/ucx/ucp_context.h"
+#include "transport/ucx/worker.h"
+
+namespace tictac::transport::ucx {
+namespace {
+
+class UcxBackend final : public Backend {
+ public:
+  UcxBackend() : context_(UcpContext::create()) {}
+  ~UcxBackend() override {
+    shutdown();
+    worker_.reset();  // after every listener, connector and endpoint of it
+  }
+
+  std::string_view name() const override { return "ucx"; }
+
+  Viability viability() const override {
+    if (!context_.ok()) return Viability{false, context_.status().message()};
+    return Viability{true, (*context_)->description()};
+  }
+
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.host_memory = true;
+    BufferDesc cuda;
+    cuda.type = MemoryType::cuda;
+    c.cuda_memory = context_.ok() && memory_type_for(cuda, (*context_)->memory_types()).ok();
+    c.max_frames_in_flight = 256;
+    return c;
+  }
+
+  Status attach(ProgressEngine& engine) override {
+    TICTAC_RETURN_IF_ERROR(context_);
+    Result<std::unique_ptr<UcxWorker>> w = UcxWorker::create(engine, *context_);
+    TICTAC_RETURN_IF_ERROR(w);
+    worker_ = std::move(w).value();
+    return Status::Ok();
+  }
+
+  Result<std::string> listen(std::string_view address, AcceptFn on_accept) override {
+    Result<std::unique_ptr<UcxListener>> l = UcxListener::open(*worker_, address, std::move(on_accept));
+    TICTAC_RETURN_IF_ERROR(l);
+    std::string bound = "ucx://" + (*l)->address();
+    listeners_.push_back(std::move(l).value());
+    return bound;
+  }
+
+  void connect(std::string_view address, Clock::time_point deadline, ConnectFn on_done) override {
+    const std::uint64_t id = next_connector_++;
+    auto c = std::make_unique<UcxConnector>(*worker_, std::string(address), deadline, std::move(on_done),
+                                            [this, id] {
+                                              worker_->engine().defer([this, id] { connectors_.erase(id); });
+                                            });
+    UcxConnector* raw = c.get();
+    connectors_.emplace(id, std::move(c));
+    raw->start();
+  }
+
+  void shutdown() override {
+    listeners_.clear();
+    for (auto& [id, c] : connectors_) c->abandon();
+    connectors_.clear();
+  }
+
+ private:
+  Result<std::shared_ptr<UcpContext>> context_;
+  std::unique_ptr<UcxWorker> worker_;
+  std::vector<std::unique_ptr<UcxListener>> listeners_;
+  std::map<std::uint64_t, std::unique_ptr<UcxConnector>> connectors_;
+  std::uint64_t next_connector_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> create() { return std::make_unique<UcxBackend>(); }
+
+}  // namespace tictac::transport::ucx

@@ -1,0 +1,208 @@
+#include "transport/ucx/worker.h"
+
+#include <sys/epoll.h>
+
+#include "common/log.h"
+#include "common/tunables.h"
+#include "transport/ucx/endpoint.h"
+#include "transport/ucx/ucs_status.h"
+
+namespace tictac::transport::ucx {
+namespace {
+
+const DurationTunable kSpin{"TICTAC_UCX_SPIN", std::chrono::microseconds(0),
+                            "UCX backend: keep polling the UCP worker this long after the last event "
+                            "before sleeping on its event fd (lower latency, costs a core; 0 = off)",
+                            "0us"};
+
+const SizeTunable kRndvThresh{"TICTAC_UCX_RNDV_THRESH", 1 << 20,
+                              "UCX backend: frames with payloads up to this many bytes are sent eagerly "
+                              "(copied once at the receiver); larger ones use UCX rendezvous (zero-copy "
+                              "into the destination, one round trip per frame)"};
+
+constexpr int kMaxRounds = 256;                               // progress calls per pump before yielding
+constexpr auto kCloseDrain = std::chrono::milliseconds(2000);  // bound on closing at destruction
+
+}  // namespace
+
+Result<std::unique_ptr<UcxWorker>> UcxWorker::create(ProgressEngine& engine, std::shared_ptr<UcpContext> context) {
+  Result<std::chrono::nanoseconds> spin = kSpin.get();
+  TICTAC_RETURN_IF_ERROR(spin);
+  Result<std::uint64_t> rndv = kRndvThresh.get();
+  TICTAC_RETURN_IF_ERROR(rndv);
+  ucp_worker_params_t params{};
+  params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_NAME;
+  params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+  params.name = "tictac-loop";
+  ucp_worker_h worker = nullptr;
+  ucs_status_t st = ucp_worker_create(context->handle(), &params, &worker);
+  if (st != UCS_OK) return from_ucs(StatusCode::unavailable, "cannot create a UCP worker", st);
+  int efd = -1;
+  st = ucp_worker_get_efd(worker, &efd);
+  if (st != UCS_OK) {
+    ucp_worker_destroy(worker);
+    return from_ucs(StatusCode::unavailable, "the UCP worker has no event fd (UCP_FEATURE_WAKEUP)", st);
+  }
+  std::unique_ptr<UcxWorker> w(new UcxWorker(engine, std::move(context), worker, efd,
+                                             std::chrono::duration_cast<std::chrono::microseconds>(*spin), *rndv));
+  ucp_am_handler_param_t am{};
+  am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                  UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  am.id = kAmId;
+  // Whole messages only; eager data may be held past the callback (delivered after progress).
+  am.flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA;
+  am.cb = &UcxWorker::on_am;
+  am.arg = w.get();
+  st = ucp_worker_set_am_recv_handler(worker, &am);
+  if (st != UCS_OK) return from_ucs(StatusCode::unavailable, "cannot install the active message handler", st);
+  UcxWorker* raw = w.get();
+  Status watched = engine.watch(efd, EPOLLIN, [raw](std::uint32_t) { raw->pump(); });
+  if (!watched.ok()) return watched;
+  raw->kick();  // arms the worker
+  return w;
+}
+
+UcxWorker::UcxWorker(ProgressEngine& engine, std::shared_ptr<UcpContext> context, ucp_worker_h worker, int efd,
+                     std::chrono::microseconds spin, std::uint64_t rndv_threshold)
+    : engine_(engine), context_(std::move(context)), worker_(worker), efd_(efd), spin_(spin),
+      rndv_threshold_(rndv_threshold) {}
+
+UcxWorker::~UcxWorker() {
+  *alive_ = false;
+  engine_.unwatch(efd_);
+  // Endpoints are gone (the core closes them before backends); finish their close requests.
+  const auto deadline = Clock::now() + kCloseDrain;
+  while (!closing_.empty() && Clock::now() < deadline) {
+    ucp_worker_progress(worker_);
+    later_.clear();
+  }
+  if (!closing_.empty()) {
+    TICTAC_LOG(warn) << "UCX: " << closing_.size() << " endpoint close(s) did not finish within "
+                     << kCloseDrain.count() << " ms; destroying the worker anyway";
+    for (void* req : closing_) ucp_request_free(req);  // released: UCX frees it with the worker
+  }
+  ucp_worker_destroy(worker_);
+}
+
+std::uint64_t UcxWorker::register_ep(ucp_ep_h ep, UcxEndpoint* owner) {
+  const std::uint64_t serial = next_serial_++;
+  by_ep_[ep] = owner;
+  by_serial_[serial] = owner;
+  return serial;
+}
+
+void UcxWorker::unregister_ep(ucp_ep_h ep, std::uint64_t serial) {
+  by_ep_.erase(ep);
+  by_serial_.erase(serial);
+}
+
+UcxEndpoint* UcxWorker::find(std::uint64_t serial) const {
+  auto it = by_serial_.find(serial);
+  return it == by_serial_.end() ? nullptr : it->second;
+}
+
+void UcxWorker::close_ep(ucp_ep_h ep, bool force) {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+  p.cb.send = &UcxWorker::on_close_done;
+  p.user_data = this;
+  ucs_status_ptr_t req = ucp_ep_close_nbx(ep, &p);
+  if (req != nullptr && !UCS_PTR_IS_ERR(req)) closing_.insert(req);
+  kick();
+}
+
+void UcxWorker::on_close_done(void* request, ucs_status_t, void* user_data) {
+  auto* self = static_cast<UcxWorker*>(user_data);
+  self->closing_.erase(request);
+  ucp_request_free(request);
+}
+
+void UcxWorker::later(Task task) { later_.push_back(std::move(task)); }
+
+void UcxWorker::kick() {
+  if (in_pump_ || pump_scheduled_) return;
+  pump_scheduled_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  engine_.defer([this, alive] {
+    if (!alive.expired()) pump();
+  });
+}
+
+bool UcxWorker::run_later() {
+  if (later_.empty()) return false;
+  std::vector<Task> tasks;
+  tasks.swap(later_);
+  std::weak_ptr<bool> alive = alive_;
+  for (Task& t : tasks) {
+    t();
+    if (alive.expired()) return true;
+  }
+  return true;
+}
+
+void UcxWorker::pump() {
+  pump_scheduled_ = false;
+  if (in_pump_) return;
+  in_pump_ = true;
+  std::weak_ptr<bool> alive = alive_;
+  Clock::time_point idle_since{};
+  for (int round = 0; round < kMaxRounds; ++round) {
+    const unsigned events = ucp_worker_progress(worker_);
+    const bool ran = run_later();
+    if (alive.expired()) return;
+    if (events != 0 || ran) {
+      idle_since = {};
+      continue;
+    }
+    if (spin_.count() > 0) {
+      const auto now = Clock::now();
+      if (idle_since == Clock::time_point{}) idle_since = now;
+      if (now - idle_since < spin_) {
+        --round;  // spinning is bounded by the spin time, not by the round budget
+        continue;
+      }
+    }
+    const ucs_status_t st = ucp_worker_arm(worker_);
+    if (st == UCS_ERR_BUSY) continue;  // events arrived meanwhile
+    in_pump_ = false;
+    if (st != UCS_OK) {
+      // Cannot sleep on the event fd: fall back to polling once per loop iteration.
+      if (!arm_failed_) {
+        TICTAC_LOG(warn) << "UCX: ucp_worker_arm failed (" << ucs_status_string(st) << "); polling instead";
+      }
+      arm_failed_ = true;
+      break;
+    }
+    return;
+  }
+  in_pump_ = false;
+  // Still busy (or cannot arm): yield to the loop's other work and come back next iteration.
+  if (retry_timer_set_) return;
+  retry_timer_set_ = true;
+  engine_.add_timer(Clock::now(), [this, alive] {
+    if (alive.expired()) return;
+    retry_timer_set_ = false;
+    pump();
+  });
+}
+
+void UcxWorker::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  auto* self = static_cast<UcxWorker*>(arg);
+  auto it = self->by_ep_.find(ep);
+  if (it != self->by_ep_.end()) it->second->on_error(status);
+}
+
+ucs_status_t UcxWorker::on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                              const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxWorker*>(arg);
+  const bool has_ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 && param->reply_ep != nullptr;
+  auto it = has_ep ? self->by_ep_.find(param->reply_ep) : self->by_ep_.end();
+  if (it == self->by_ep_.end()) {
+    // A frame for an endpoint we closed already: drop it (a rendezvous sender completes ok).
+    return UCS_OK;
+  }
+  return it->second->on_am(header, header_length, data, length, param->recv_attr);
+}
+
+}  // namespace tictac::transport::ucx

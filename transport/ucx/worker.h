@@ -1,0 +1,96 @@
+// UcxWorker: the one UCP worker of a ProgressEngine (internal to the UCX backend).
+//
+// Progress: the worker's event fd (ucp_worker_get_efd) is watched by the engine's epoll. A "pump"
+// calls ucp_worker_progress until it reports nothing, running after each call the work that UCX
+// callbacks queued with later() (frame delivery, accepted connections, completions: sinks are
+// never called from inside a UCX callback), and then arms the worker (ucp_worker_arm; UCS_ERR_BUSY
+// means more events: pump again). Operations started outside a pump (post, connect, close) call
+// kick(), which schedules a pump in the current loop iteration. With TICTAC_UCX_SPIN_US > 0 the
+// pump keeps polling that long after the last event before arming (lower latency, burns a core).
+// A pump that keeps finding work yields to the loop after a bounded number of rounds.
+//
+// Threading: loop thread only (the worker is created in UCS_THREAD_MODE_SERIALIZED: the loop
+// thread is its only user). Ownership: owns the ucp_worker_h and the close requests of endpoints
+// it closes; borrows the registered endpoints (they unregister before they go away). The
+// destructor progresses pending closes for a bounded time, then destroys the worker.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "transport/progress_engine.h"
+#include "transport/ucx/ucp_context.h"
+
+namespace tictac::transport::ucx {
+
+class UcxEndpoint;
+
+class UcxWorker {
+ public:
+  static Result<std::unique_ptr<UcxWorker>> create(ProgressEngine& engine, std::shared_ptr<UcpContext> context);
+  ~UcxWorker();
+  UcxWorker(const UcxWorker&) = delete;
+  UcxWorker& operator=(const UcxWorker&) = delete;
+
+  ucp_worker_h handle() const { return worker_; }
+  ProgressEngine& engine() const { return engine_; }
+  const UcpContext& context() const { return *context_; }
+  // Frames with at most this many payload bytes are sent eagerly (TICTAC_UCX_RNDV_THRESH).
+  std::uint64_t rndv_threshold() const { return rndv_threshold_; }
+
+  // Frames, completions and errors of `ep` go to `owner` until unregister_ep(); returns the
+  // owner's serial number (completions name owners by serial, so a late one finds nobody).
+  std::uint64_t register_ep(ucp_ep_h ep, UcxEndpoint* owner);
+  void unregister_ep(ucp_ep_h ep, std::uint64_t serial);
+  UcxEndpoint* find(std::uint64_t serial) const;
+  // Starts closing `ep` (force: without flushing, as required after an error); the worker keeps
+  // the close request until it completes.
+  void close_ep(ucp_ep_h ep, bool force);
+
+  // ucp_ep_params_t.err_handler for every endpoint of this worker (arg = the worker): routes a
+  // peer failure (UCP_ERR_HANDLING_MODE_PEER) to the registered owner.
+  static void on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  // Runs `task` after the current ucp_worker_progress() call returns (or in the next pump).
+  void later(Task task);
+  // Schedules a pump in the current loop iteration (no-op inside a pump: it loops until idle).
+  void kick();
+
+  // The ucp_request_param_t fields every operation sets: memory type (host) stated explicitly.
+  static constexpr ucs_memory_type_t kMemoryType = UCS_MEMORY_TYPE_HOST;
+  static constexpr unsigned kAmId = 0x7C;  // tictac frames
+
+ private:
+  UcxWorker(ProgressEngine& engine, std::shared_ptr<UcpContext> context, ucp_worker_h worker, int efd,
+            std::chrono::microseconds spin, std::uint64_t rndv_threshold);
+  void pump();
+  bool run_later();
+  static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,
+                            const ucp_am_recv_param_t* param);
+  static void on_close_done(void* request, ucs_status_t status, void* user_data);
+
+  ProgressEngine& engine_;
+  std::shared_ptr<UcpContext> context_;
+  ucp_worker_h worker_;
+  int efd_;
+  const std::chrono::microseconds spin_;
+  const std::uint64_t rndv_threshold_;
+  bool in_pump_ = false;
+  bool pump_scheduled_ = false;
+  bool retry_timer_set_ = false;
+  bool arm_failed_ = false;  // logged once
+  std::vector<Task> later_;
+  std::uint64_t next_serial_ = 1;
+  std::unordered_map<ucp_ep_h, UcxEndpoint*> by_ep_;
+  std::unordered_map<std::uint64_t, UcxEndpoint*> by_serial_;
+  std::unordered_set<void*> closing_;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace tictac::transport::ucx

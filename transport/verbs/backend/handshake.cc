@@ -1,0 +1,231 @@
+#include "transport/verbs/backend/handshake.h"
+
+#include <sys/epoll.h>
+
+#include <cerrno>
+
+#include "common/log.h"
+
+namespace tictac::verbs {
+
+// ---------------------------------------------------------------------------------------------
+// Acceptor
+
+Acceptor::Acceptor(std::shared_ptr<Device> device, int fd, Done done, std::function<void()> finished)
+    : dev_(std::move(device)), stream_(fd), done_(std::move(done)), finished_(std::move(finished)) {}
+
+Acceptor::~Acceptor() {
+  if (watching_) dev_->engine().unwatch(stream_.fd());
+  if (timer_ != 0) dev_->engine().cancel_timer(timer_);
+}
+
+void Acceptor::start() {
+  timer_ = dev_->engine().add_timer(transport::Clock::now() + kAcceptTimeout, [this] {
+    timer_ = 0;
+    finish(Status(StatusCode::timeout, "the verbs peer " + peer_address_of(stream_.fd()) +
+                                           " did not finish the QP exchange within " +
+                                           std::to_string(kAcceptTimeout.count()) + " s"));
+  });
+  Status st = dev_->engine().watch(stream_.fd(), EPOLLIN, [this](std::uint32_t ev) { on_events(ev); });
+  if (!st.ok()) {
+    dev_->engine().defer([this, st] { finish(st); });
+    return;
+  }
+  watching_ = true;
+}
+
+void Acceptor::on_events(std::uint32_t) {
+  if (state_ == State::done) return;
+  Status st = step();
+  if (!st.ok()) finish(st);
+}
+
+Status Acceptor::step() {
+  TICTAC_RETURN_IF_ERROR(stream_.flush());
+  if (state_ == State::read_info) {
+    Result<bool> full = stream_.fill(kQpInfoBytes);
+    TICTAC_RETURN_IF_ERROR(full);
+    if (!*full) return Status::Ok();
+    Result<QpInfo> peer = decode_qp_info(stream_.take(kQpInfoBytes));
+    TICTAC_RETURN_IF_ERROR(peer);
+    Result<std::unique_ptr<VerbsEndpoint>> ep = VerbsEndpoint::create(dev_);
+    TICTAC_RETURN_IF_ERROR(ep);
+    ep_ = std::move(ep).value();
+    TICTAC_RETURN_IF_ERROR(ep_->connect(*peer));
+    TICTAC_RETURN_IF_ERROR(stream_.write(encode(ep_->local_info())));
+    state_ = State::read_ready;
+    TICTAC_RETURN_IF_ERROR(dev_->engine().rearm(stream_.fd(), stream_.writing() ? EPOLLIN | EPOLLOUT : EPOLLIN));
+  }
+  if (state_ == State::read_ready) {
+    if (!stream_.writing()) TICTAC_RETURN_IF_ERROR(dev_->engine().rearm(stream_.fd(), EPOLLIN));
+    Result<bool> full = stream_.fill(1);
+    TICTAC_RETURN_IF_ERROR(full);
+    if (!*full) return Status::Ok();
+    if (stream_.take(1)[0] != kReadyByte) {
+      return Status(StatusCode::protocol_error, "the verbs peer sent a bad ready byte after the QP exchange");
+    }
+    dev_->engine().unwatch(stream_.fd());
+    watching_ = false;
+    const std::string local = local_address_of(stream_.fd());
+    const std::string peer = peer_address_of(stream_.fd());
+    TICTAC_RETURN_IF_ERROR(ep_->activate(stream_.release(), local, peer));
+    finish(std::move(ep_));
+  }
+  return Status::Ok();
+}
+
+void Acceptor::finish(Result<std::unique_ptr<VerbsEndpoint>> result) {
+  if (state_ == State::done) return;
+  state_ = State::done;
+  if (watching_) {
+    dev_->engine().unwatch(stream_.fd());
+    watching_ = false;
+  }
+  if (timer_ != 0) {
+    dev_->engine().cancel_timer(timer_);
+    timer_ = 0;
+  }
+  ep_.reset();
+  done_(std::move(result));
+  finished_();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Connector
+
+Connector::Connector(std::shared_ptr<Device> device, sockaddr_in addr, std::string address,
+                     transport::Clock::time_point deadline, transport::ConnectFn done, std::function<void()> finished)
+    : dev_(std::move(device)), addr_(addr), address_(std::move(address)), deadline_(deadline),
+      done_(std::move(done)), finished_(std::move(finished)) {}
+
+Connector::~Connector() {
+  *alive_ = false;
+  abandon();
+}
+
+void Connector::start() {
+  deadline_timer_ = dev_->engine().add_timer(deadline_, [this] {
+    deadline_timer_ = 0;
+    finish(Status(StatusCode::timeout, "no verbs peer completed the QP exchange at " + address_ +
+                                           " before the connect deadline (is anybody listening there?)"));
+  });
+  retry_timer_ = dev_->engine().add_timer(transport::Clock::now(), [this] {
+    retry_timer_ = 0;
+    attempt();
+  });
+}
+
+void Connector::drop_socket() {
+  if (stream_ && watching_) dev_->engine().unwatch(stream_->fd());
+  watching_ = false;
+  stream_.reset();
+}
+
+void Connector::abandon() {
+  if (state_ == State::done) return;
+  state_ = State::done;
+  drop_socket();
+  ep_.reset();
+  if (retry_timer_ != 0) dev_->engine().cancel_timer(retry_timer_);
+  if (deadline_timer_ != 0) dev_->engine().cancel_timer(deadline_timer_);
+  retry_timer_ = deadline_timer_ = 0;
+}
+
+void Connector::attempt() {
+  if (state_ == State::done) return;
+  int err = 0;
+  Result<int> fd = connect_side(addr_, &err);
+  if (!fd.ok()) {
+    retry_or_fail(fd.status(), err);
+    return;
+  }
+  stream_ = std::make_unique<SideStream>(*fd);
+  state_ = State::connecting;
+  Status st = dev_->engine().watch(*fd, EPOLLOUT, [this](std::uint32_t ev) { on_events(ev); });
+  if (!st.ok()) {
+    finish(st);
+    return;
+  }
+  watching_ = true;
+}
+
+void Connector::retry_or_fail(const Status& why, int err) {
+  drop_socket();
+  ep_.reset();
+  state_ = State::idle;
+  const bool refused = err == ECONNREFUSED;
+  if (refused && transport::Clock::now() + kConnectRetry < deadline_) {
+    retry_timer_ = dev_->engine().add_timer(transport::Clock::now() + kConnectRetry, [this] {
+      retry_timer_ = 0;
+      attempt();
+    });
+    return;
+  }
+  if (refused) {
+    finish(Status(StatusCode::timeout, "nobody listens at verbs://" + address_ + " (connection refused until the connect deadline)"));
+    return;
+  }
+  finish(Status(why.code(), "cannot reach verbs://" + address_ + ": " + why.message(), why.origin()));
+}
+
+void Connector::on_events(std::uint32_t) {
+  if (state_ == State::done) return;
+  std::weak_ptr<bool> alive = alive_;
+  Status st = step();
+  if (alive.expired() || state_ == State::done) return;
+  if (!st.ok()) {
+    if (state_ == State::connecting) {
+      retry_or_fail(st, connect_errno_);
+    } else {
+      finish(Status(st.code(), "QP exchange with verbs://" + address_ + " failed: " + st.message(), st.origin()));
+    }
+  }
+}
+
+Status Connector::step() {
+  if (state_ == State::connecting) {
+    TICTAC_RETURN_IF_ERROR(connect_result(stream_->fd(), &connect_errno_));
+    Result<std::unique_ptr<VerbsEndpoint>> ep = VerbsEndpoint::create(dev_);
+    if (!ep.ok()) {
+      finish(ep.status());
+      return Status::Ok();
+    }
+    ep_ = std::move(ep).value();
+    state_ = State::read_info;
+    TICTAC_RETURN_IF_ERROR(stream_->write(encode(ep_->local_info())));
+  }
+  TICTAC_RETURN_IF_ERROR(stream_->flush());
+  if (state_ == State::read_info) {
+    Result<bool> full = stream_->fill(kQpInfoBytes);
+    TICTAC_RETURN_IF_ERROR(full);
+    if (*full) {
+      Result<QpInfo> peer = decode_qp_info(stream_->take(kQpInfoBytes));
+      TICTAC_RETURN_IF_ERROR(peer);
+      TICTAC_RETURN_IF_ERROR(ep_->connect(*peer));
+      const std::byte ready[1] = {kReadyByte};
+      TICTAC_RETURN_IF_ERROR(stream_->write(ready));
+      state_ = State::send_ready;
+    }
+  }
+  if (state_ == State::send_ready && !stream_->writing()) {
+    dev_->engine().unwatch(stream_->fd());
+    watching_ = false;
+    const std::string local = local_address_of(stream_->fd());
+    const std::string peer = peer_address_of(stream_->fd());
+    TICTAC_RETURN_IF_ERROR(ep_->activate(stream_->release(), local, peer));
+    stream_.reset();
+    finish(std::unique_ptr<transport::Endpoint>(std::move(ep_)));
+    return Status::Ok();
+  }
+  return dev_->engine().rearm(stream_->fd(), stream_->writing() ? EPOLLIN | EPOLLOUT : EPOLLIN);
+}
+
+void Connector::finish(Result<std::unique_ptr<transport::Endpoint>> result) {
+  if (state_ == State::done) return;
+  abandon();
+  transport::ConnectFn done = std::move(done_);
+  done(std::move(result));
+  finished_();
+}
+
+}  // namespace tictac::verbs

@@ -1,0 +1,91 @@
+// The QP exchange over the TCP side channel, both roles (internal to the verbs backend):
+//
+//   connector                                   acceptor
+//   create endpoint (QPs in INIT, ring)  --QpInfo-->  create endpoint, connect: RTR, RTS
+//   connect: RTR, RTS                    <--QpInfo--
+//   ready byte                           ---0x52--->  hand the endpoint to on_accept
+//   hand the endpoint to on_done
+//
+// Each side reaches RTS before the other may send to it: the acceptor before it answers, the
+// connector before its ready byte; the acceptor hands its endpoint out only after that byte.
+// Connector: retries refused connects until the deadline (then timeout); reports exactly once,
+// always from a later loop step, unless abandoned. Acceptor: gives up (logging why) when the
+// peer misbehaves, vanishes, or does not finish within kAcceptTimeout.
+// Threading: loop-thread only. Both own their socket until they hand it to the endpoint.
+#pragma once
+
+#include <netinet/in.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "transport/backend.h"
+#include "transport/verbs/backend/device.h"
+#include "transport/verbs/backend/endpoint.h"
+#include "transport/verbs/backend/side_channel.h"
+
+namespace tictac::verbs {
+
+inline constexpr auto kAcceptTimeout = std::chrono::seconds(30);
+inline constexpr auto kConnectRetry = std::chrono::milliseconds(20);
+
+class Acceptor {
+ public:
+  using Done = std::function<void(Result<std::unique_ptr<VerbsEndpoint>>)>;
+  // `done` fires once, from a loop step (never inside start()); `finished` after it, so the
+  // owner can drop this object (from a deferred task).
+  Acceptor(std::shared_ptr<Device> device, int fd, Done done, std::function<void()> finished);
+  ~Acceptor();
+  void start();
+
+ private:
+  void on_events(std::uint32_t events);
+  Status step();
+  void finish(Result<std::unique_ptr<VerbsEndpoint>> result);
+
+  std::shared_ptr<Device> dev_;
+  SideStream stream_;
+  Done done_;
+  std::function<void()> finished_;
+  std::unique_ptr<VerbsEndpoint> ep_;
+  enum class State { read_info, read_ready, done } state_ = State::read_info;
+  bool watching_ = false;
+  transport::ProgressEngine::TimerId timer_ = 0;
+};
+
+class Connector {
+ public:
+  Connector(std::shared_ptr<Device> device, sockaddr_in addr, std::string address,
+            transport::Clock::time_point deadline, transport::ConnectFn done, std::function<void()> finished);
+  ~Connector();
+  void start();
+  // No callback any more; releases the socket and the half-built endpoint.
+  void abandon();
+
+ private:
+  void attempt();
+  void on_events(std::uint32_t events);
+  Status step();
+  void retry_or_fail(const Status& why, int err);
+  void finish(Result<std::unique_ptr<transport::Endpoint>> result);
+  void drop_socket();
+
+  std::shared_ptr<Device> dev_;
+  const sockaddr_in addr_;
+  const std::string address_;
+  const transport::Clock::time_point deadline_;
+  transport::ConnectFn done_;
+  std::function<void()> finished_;
+  std::unique_ptr<SideStream> stream_;
+  std::unique_ptr<VerbsEndpoint> ep_;
+  enum class State { idle, connecting, read_info, send_ready, done } state_ = State::idle;
+  int connect_errno_ = 0;  // of the last failed connect attempt
+  bool watching_ = false;
+  transport::ProgressEngine::TimerId retry_timer_ = 0;
+  transport::ProgressEngine::TimerId deadline_timer_ = 0;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+};
+
+}  // namespace tictac::verbs
