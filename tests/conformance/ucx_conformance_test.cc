@@ -1,9 +1,6 @@
-// The transport conformance suite instantiated for the UCX backend. The suite (its fixture lives
-// in an anonymous namespace) is compiled into this executable once more and gets one more
-// instantiation, "Ucx/"; meson runs only the Ucx* tests of this executable (--gtest_filter), the
-// loopback and tcp instances run in transport_conformance_test. Meson registers it twice: over
-// UCX's TCP transport and over shared memory (UCX_TLS).
-#include "tests/conformance/transport_conformance_test.cc"
+// The transport conformance suite (conformance_suite.cc) instantiated for the UCX backend, "Ucx/".
+// Meson registers this executable once per UCX transport (UCX_TLS).
+#include "tests/conformance/conformance_fixture.h"
 #include "transport/ucx/factory.h"
 
 namespace tictac::transport::testing {

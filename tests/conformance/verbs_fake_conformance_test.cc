@@ -4,11 +4,7 @@
 // the TCP side channel on 127.0.0.1. Two fabrics: an InfiniBand port (LID routing) and a RoCE
 // port (GRH with the IPv4-mapped GID). The fabrics run in thread mode: the backend is driven by
 // completion events, as on hardware, and the executor thread makes completions asynchronous.
-//
-// The suite's fixture lives in an anonymous namespace of transport_conformance_test.cc, so this
-// file compiles that file once more with all_backends() renamed to the verbs list below
-// (harness.h is included first, so its own all_backends() stays untouched).
-#include "tests/conformance/harness.h"
+#include "tests/conformance/conformance_fixture.h"
 #include "transport/verbs/backend/factory.h"
 #include "transport/verbs/fake/fake_fabric.h"
 
@@ -54,8 +50,6 @@ inline std::vector<BackendKind> verbs_fake_backends() {
   };
 }
 
-}  // namespace tictac::transport::testing
+INSTANTIATE_TEST_SUITE_P(Backends, Conformance, ::testing::ValuesIn(verbs_fake_backends()), backend_name);
 
-#define all_backends verbs_fake_backends
-#include "tests/conformance/transport_conformance_test.cc"  // NOLINT(bugprone-suspicious-include)
-#undef all_backends
+}  // namespace tictac::transport::testing
