@@ -61,7 +61,9 @@ Result<Graph> Graph::build(std::vector<OpSpec> specs) {
     OpSpec& s = specs[i];
     if (s.name.empty()) {
       std::string where = "op #" + std::to_string(i);
-      if (s.pos.line > 0) where += " (line " + std::to_string(s.pos.line) + ")";
+      if (s.pos.line > 0) {
+        where += " (line " + std::to_string(s.pos.line) + ", column " + std::to_string(s.pos.column) + ")";
+      }
       return invalid_argument(where + ": 'name' must be a non-empty string");
     }
     TICTAC_RETURN_IF_ERROR(validate_values(s));

@@ -111,7 +111,7 @@ TEST(GraphBuild, BytesOnComputeOp) {
 
 TEST(GraphBuild, EmptyName) {
   EXPECT_EQ(build_error({recv("w", 1), compute("", {"w"}, 1, 8)}),
-            "op #1 (line 8): 'name' must be a non-empty string");
+            "op #1 (line 8, column 5): 'name' must be a non-empty string");
 }
 
 TEST(GraphBuild, DescribeWithoutPosition) {
