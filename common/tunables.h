@@ -88,6 +88,13 @@ class BoolTunable : public Tunable<bool, parse_bool> {
   BoolTunable(const char* name, bool def, const char* help)
       : Tunable(name, def, help, def ? "1" : "0") {}
 };
+// Free text; get() never fails (the reader validates and names the variable itself).
+inline Result<std::string> parse_string_value(std::string_view text) { return std::string(text); }
+class StringTunable : public Tunable<std::string, parse_string_value> {
+ public:
+  StringTunable(const char* name, const char* def, const char* help)
+      : Tunable(name, def, help, std::string("\"") + def + "\"") {}
+};
 class DurationTunable : public Tunable<std::chrono::nanoseconds, parse_duration> {
  public:
   DurationTunable(const char* name, std::chrono::nanoseconds def, const char* help, const char* def_text)

@@ -1,0 +1,98 @@
+// Group: N ranks joined by the transport, the layer under the framework adapters (the c10d
+// backend, the TF ops). It gives rank-addressed point-to-point transfers with tags and
+// priorities, and blocking collectives built on them.
+//
+//   auto g = Group::create(store, {.rank = r, .size = n, .key_prefix = "pg0/"});
+//   g->send(1, user_tag(7), buf, bytes, priority, done);        // async, done on the loop thread
+//   g->allreduce(buf, count, sizeof(float), sum_floats);        // blocking
+//
+// Point-to-point: send/recv never block and never call `done` inline; `done` runs exactly once
+// on the transport's loop thread and must not block. Messages between two ranks with one tag
+// arrive in send order. recv from kAnyRank reports the source rank. A dead peer fails every
+// pending and later request on it with connection_lost naming the rank.
+// Collectives: every rank calls the same collectives in the same order, from one thread at a
+// time (the adapter's collective thread). They block until done or the group timeout, and on a
+// timeout or peer failure cancel what they posted and return an error naming the ranks
+// involved; buffers are never touched after they return.
+// Buffers: the caller keeps them alive until `done` fires (p2p) or the call returns.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/status.h"
+#include "integration/group/priority_table.h"
+#include "integration/group/rank_mesh.h"
+#include "transport/bootstrap/store.h"
+#include "transport/context.h"
+
+namespace tictac::group {
+
+inline constexpr int kAnyRank = -1;
+// Collective traffic goes ahead of every scheduled parameter transfer.
+inline constexpr transport::Priority kCollectivePriority = -(std::int64_t{1} << 62);
+
+struct GroupOptions {
+  int rank = 0;
+  int size = 1;
+  std::chrono::milliseconds timeout{30'000};  // connect and collective timeout
+  std::string listen_address;                 // empty = choose_listen_address()
+  std::string key_prefix;                     // store keys and handshake identity
+  std::optional<transport::TransportConfig> config;  // empty = TICTAC_* environment
+};
+
+// (status, bytes moved, source rank)
+using Done = std::function<void(const Status&, std::uint64_t, int)>;
+// acc[i] = op(acc[i], in[i]) for i < count elements.
+using ReduceFn = std::function<void(void* acc, const void* in, std::size_t count)>;
+
+class Group {
+ public:
+  static Result<std::unique_ptr<Group>> create(bootstrap::Store& store, GroupOptions options);
+  ~Group();  // close()
+  Group(const Group&) = delete;
+  Group& operator=(const Group&) = delete;
+
+  int rank() const { return options_.rank; }
+  int size() const { return options_.size; }
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
+  const std::string& address() const { return mesh_->address(); }
+  PriorityTable& priorities() { return priorities_; }
+
+  // Point-to-point. An invalid rank (self, out of range) completes `done` with
+  // invalid_argument, asynchronously like every other outcome.
+  transport::RequestId send(int dst, std::uint64_t tag, const void* data, std::size_t bytes,
+                            transport::Priority priority, Done done);
+  transport::RequestId recv(int src, std::uint64_t tag, void* data, std::size_t bytes, Done done);
+  void cancel(transport::RequestId id);
+
+  // Collectives (blocking).
+  Status barrier();
+  Status broadcast(void* data, std::size_t bytes, int root);
+  // Ring reduce-scatter + allgather over `count` elements of `elem_size` bytes.
+  Status allreduce(void* data, std::size_t count, std::size_t elem_size, const ReduceFn& reduce);
+  // out = concat over ranks of each rank's `bytes` bytes of `in`.
+  Status allgather(const void* in, std::size_t bytes, void* out);
+
+  // Cancels everything pending and closes connections; idempotent.
+  void close();
+
+ private:
+  class Step;
+  Group(GroupOptions options, std::unique_ptr<transport::Context> context);
+  std::string describe_rank(int rank) const;
+
+  GroupOptions options_;
+  std::unique_ptr<transport::Context> context_;
+  std::unique_ptr<RankMesh> mesh_;
+  PriorityTable priorities_;
+  std::uint64_t collective_seq_ = 0;  // collective thread only
+  bool closed_ = false;
+};
+
+}  // namespace tictac::group

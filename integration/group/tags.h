@@ -1,0 +1,24 @@
+// Transport tags of a rank group: user point-to-point tags and the group's own collective
+// messages share one 64-bit tag space without colliding.
+//   user tag t (a c10d int)     -> 0x0000'0000'tttt'tttt  (bit 63 clear)
+//   collective seq s, step k    -> 0x8000'0000'0000'0000 | (s << 16) | k   (k < 65536)
+// Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+
+namespace tictac::group {
+
+inline constexpr std::uint64_t kCollectiveBit = std::uint64_t{1} << 63;
+inline constexpr int kMaxCollectiveSteps = 1 << 16;
+
+inline std::uint64_t user_tag(std::int32_t tag) { return static_cast<std::uint32_t>(tag); }
+
+inline std::uint64_t collective_tag(std::uint64_t seq, int step) {
+  return kCollectiveBit | ((seq & ((std::uint64_t{1} << 47) - 1)) << 16) |
+         static_cast<std::uint64_t>(step & (kMaxCollectiveSteps - 1));
+}
+
+inline bool is_collective_tag(std::uint64_t tag) { return (tag & kCollectiveBit) != 0; }
+
+}  // namespace tictac::group

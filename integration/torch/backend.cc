@@ -1,0 +1,408 @@
+#include "integration/torch/backend.h"
+
+#include <ATen/ATen.h>
+#include <c10/core/Event.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <c10/util/Exception.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+
+#include "integration/group/tags.h"
+#include "integration/torch/store_adapter.h"
+
+namespace tictac::torch_adapter {
+namespace {
+
+std::exception_ptr to_exception(const Status& s) {
+  const std::string msg = "tictac: " + s.message();
+  try {
+    if (s.code() == StatusCode::connection_lost) C10_THROW_ERROR(DistNetworkError, msg);
+    C10_THROW_ERROR(DistBackendError, msg);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+const at::Tensor& single_tensor(const std::vector<at::Tensor>& tensors, const char* op) {
+  TORCH_CHECK(tensors.size() == 1, "tictac ", op, ": expects exactly one tensor, got ",
+              tensors.size());
+  const at::Tensor& t = tensors[0];
+  TORCH_CHECK(t.is_contiguous(), "tictac ", op,
+              ": the tensor must be contiguous (call .contiguous() first)");
+  TORCH_CHECK(!t.is_sparse(), "tictac ", op, ": sparse tensors are not supported");
+  TORCH_CHECK(t.device().is_cpu() || t.device().is_cuda(), "tictac ", op,
+              ": tensors must be on cpu or cuda, got ", t.device());
+  return t;
+}
+
+std::string peer_text(int rank) { return rank < 0 ? "any rank" : "rank " + std::to_string(rank); }
+
+// An event recorded on the caller's current stream of `t`'s device.
+// (shared: c10::Event is move-only and tasks are std::functions)
+std::shared_ptr<c10::Event> record_on_current_stream(const at::Tensor& t) {
+  c10::impl::VirtualGuardImpl impl(t.device().type());
+  auto ev = std::make_shared<c10::Event>(t.device().type());
+  ev->record(impl.getStream(t.device()));
+  return ev;
+}
+
+group::ReduceFn make_reduce(at::ScalarType dtype, c10d::ReduceOp::RedOpType op) {
+  return [dtype, op](void* acc, const void* in, std::size_t n) {
+    const auto opts = at::TensorOptions().dtype(dtype);
+    at::Tensor a = at::from_blob(acc, {static_cast<int64_t>(n)}, opts);
+    at::Tensor b = at::from_blob(const_cast<void*>(in), {static_cast<int64_t>(n)}, opts);
+    switch (op) {
+      case c10d::ReduceOp::SUM:
+      case c10d::ReduceOp::AVG: a.add_(b); break;
+      case c10d::ReduceOp::PRODUCT: a.mul_(b); break;
+      case c10d::ReduceOp::MIN: at::minimum_out(a, a, b); break;
+      case c10d::ReduceOp::MAX: at::maximum_out(a, a, b); break;
+      case c10d::ReduceOp::BAND: a.bitwise_and_(b); break;
+      case c10d::ReduceOp::BOR: a.bitwise_or_(b); break;
+      case c10d::ReduceOp::BXOR: a.bitwise_xor_(b); break;
+      default: TORCH_CHECK(false, "tictac allreduce: unsupported reduce op");
+    }
+  };
+}
+
+}  // namespace
+
+// A Work completed exactly once, on the completion thread.
+class TicTacWork : public c10d::Work {
+ public:
+  TicTacWork(int rank, c10d::OpType op, std::vector<at::Tensor> outputs,
+             std::chrono::milliseconds default_timeout, std::string what)
+      : c10d::Work(rank, op),
+        outputs_(std::move(outputs)),
+        default_timeout_(default_timeout),
+        what_(std::move(what)) {
+    std::vector<c10::Device> devices;
+    for (const at::Tensor& t : outputs_) {
+      if (!t.device().is_cpu() &&
+          std::find(devices.begin(), devices.end(), t.device()) == devices.end()) {
+        devices.push_back(t.device());
+      }
+    }
+    future_ = c10::make_intrusive<c10::ivalue::Future>(
+        c10::ListType::create(c10::TensorType::get()), devices);
+  }
+
+  int sourceRank() const override {
+    std::lock_guard lock(mutex_);
+    return source_rank_;
+  }
+  std::vector<at::Tensor> result() override { return outputs_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  std::chrono::milliseconds getTimeout() const override { return default_timeout_; }
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    const auto limit = timeout == kNoTimeout ? default_timeout_ : timeout;
+    std::unique_lock lock(mutex_);
+    if (!cv_.wait_for(lock, limit, [&] { return completed_; })) {
+      lock.unlock();
+      if (cancel_) cancel_();
+      C10_THROW_ERROR(DistBackendError, "tictac: " + what_ + " timed out after " +
+                                            std::to_string(limit.count()) +
+                                            " ms (the peer never sent/received it, or it is "
+                                            "hung); the transfer was cancelled");
+    }
+    if (exception_) std::rethrow_exception(exception_);
+    return true;
+  }
+
+  void synchronize() override {}
+
+  void set_cancel(std::function<void()> cancel) { cancel_ = std::move(cancel); }
+
+  // Completion thread only.
+  void complete(const Status& status, int source) {
+    {
+      std::lock_guard lock(mutex_);
+      source_rank_ = source;
+    }
+    if (status.ok()) {
+      finish();
+      future_->markCompleted(c10::IValue(outputs_));
+    } else {
+      std::exception_ptr e = to_exception(status);
+      finish(e);
+      future_->setError(e);
+    }
+  }
+
+ private:
+  std::vector<at::Tensor> outputs_;
+  std::chrono::milliseconds default_timeout_;
+  std::string what_;
+  int source_rank_ = -1;  // guarded by mutex_
+  std::function<void()> cancel_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+TicTacBackend::TicTacBackend(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                             std::chrono::milliseconds timeout, const std::string& group_name)
+    : c10d::Backend(rank, size), timeout_(timeout) {
+  StoreAdapter adapter(store);
+  group::GroupOptions options;
+  options.rank = rank;
+  options.size = size;
+  options.timeout = timeout;
+  options.key_prefix = group_name.empty() ? std::string("default/") : group_name + "/";
+  Result<std::unique_ptr<group::Group>> created = group::Group::create(adapter, options);
+  if (!created.ok()) {
+    C10_THROW_ERROR(DistBackendError, "tictac: rank " + std::to_string(rank) + " of " +
+                                          std::to_string(size) + " could not join the group: " +
+                                          created.status().message());
+  }
+  group_ = std::move(*created);
+  collectives_ = std::make_unique<group::SerialExecutor>("tictac-coll");
+  completions_ = std::make_unique<group::SerialExecutor>("tictac-done");
+  staging_ = std::make_unique<group::SerialExecutor>("tictac-stage");
+}
+
+TicTacBackend::~TicTacBackend() { shutdown(); }
+
+void TicTacBackend::shutdown() {
+  if (!group_) return;
+  collectives_->shutdown();
+  staging_->shutdown();
+  group_->close();  // fails whatever is pending (cancelled); completions still run
+  completions_->shutdown();
+  group_.reset();
+}
+
+c10::intrusive_ptr<TicTacWork> TicTacBackend::make_work(c10d::OpType op,
+                                                        std::vector<at::Tensor> outputs,
+                                                        std::string what) {
+  TORCH_CHECK(group_ != nullptr, "tictac: the process group was shut down");
+  return c10::make_intrusive<TicTacWork>(rank_, op, std::move(outputs), timeout_, std::move(what));
+}
+
+c10::intrusive_ptr<c10d::Work> TicTacBackend::send(std::vector<at::Tensor>& tensors, int dstRank,
+                                                   int tag) {
+  const at::Tensor& t = single_tensor(tensors, "send");
+  auto work = make_work(c10d::OpType::SEND, {t},
+                        "send to rank " + std::to_string(dstRank) + " (tag " +
+                            std::to_string(tag) + ", " + std::to_string(t.nbytes()) + " bytes)");
+  const std::int64_t priority = group_->priorities().lookup(tag);
+  group::SerialExecutor* done_exec = completions_.get();
+  auto finish = [work, done_exec](const Status& s, std::uint64_t, int src) {
+    done_exec->post([work, s, src] { work->complete(s, src); });
+  };
+  if (t.device().is_cpu()) {
+    const transport::RequestId id = group_->send(dstRank, group::user_tag(tag), t.data_ptr(),
+                                                 t.nbytes(), priority, std::move(finish));
+    group::Group* g = group_.get();
+    work->set_cancel([g, id] { g->cancel(id); });
+    return work;
+  }
+  // CUDA: wait for the producer stream on the staging thread, copy out, then send.
+  std::shared_ptr<c10::Event> ready = record_on_current_stream(t);
+  group::Group* g = group_.get();
+  staging_->post([g, t, ready, dstRank, tag, priority, finish]() mutable {
+    ready->synchronize();
+    at::Tensor host = t.to(at::kCPU);
+    g->send(dstRank, group::user_tag(tag), host.data_ptr(), host.nbytes(), priority,
+            [host, finish](const Status& s, std::uint64_t n, int src) { finish(s, n, src); });
+  });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> TicTacBackend::post_recv(std::vector<at::Tensor>& tensors, int src,
+                                                        int tag) {
+  const at::Tensor& t = single_tensor(tensors, "recv");
+  auto work = make_work(src < 0 ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV, {t},
+                        "recv from " + peer_text(src) + " (tag " + std::to_string(tag) + ", " +
+                            std::to_string(t.nbytes()) + " bytes)");
+  group::SerialExecutor* done_exec = completions_.get();
+  const std::size_t expected = t.nbytes();
+  auto check_size = [expected](const Status& s, std::uint64_t n) {
+    if (s.ok() && n != expected) {
+      return Status(StatusCode::protocol_error,
+                    "received " + std::to_string(n) + " bytes into a tensor of " +
+                        std::to_string(expected) + " bytes; sender and receiver disagree on the "
+                        "tensor's shape or dtype");
+    }
+    return s;
+  };
+  transport::RequestId id = 0;
+  if (t.device().is_cpu()) {
+    id = group_->recv(src, group::user_tag(tag), t.data_ptr(), t.nbytes(),
+                      [work, done_exec, check_size](const Status& s, std::uint64_t n, int from) {
+                        done_exec->post([work, s = check_size(s, n), from] { work->complete(s, from); });
+                      });
+  } else {
+    at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU));
+    group::SerialExecutor* stage = staging_.get();
+    id = group_->recv(src, group::user_tag(tag), host.data_ptr(), host.nbytes(),
+                      [work, t, host, stage, done_exec, check_size](const Status& s, std::uint64_t n, int from) {
+                        Status st = check_size(s, n);
+                        stage->post([work, t, host, st, from, done_exec]() mutable {
+                          if (st.ok()) t.copy_(host);  // synchronous: done before the Work is
+                          done_exec->post([work, st, from] { work->complete(st, from); });
+                        });
+                      });
+  }
+  group::Group* g = group_.get();
+  work->set_cancel([g, id] { g->cancel(id); });
+  return work;
+}
+
+c10::intrusive_ptr<c10d::Work> TicTacBackend::recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                                   int tag) {
+  return post_recv(tensors, srcRank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> TicTacBackend::recvAnysource(std::vector<at::Tensor>& tensors,
+                                                            int tag) {
+  return post_recv(tensors, group::kAnyRank, tag);
+}
+
+c10::intrusive_ptr<c10d::Work> TicTacBackend::collective(c10d::OpType op,
+                                                         std::vector<at::Tensor> outputs,
+                                                         std::string what,
+                                                         std::function<Status()> body) {
+  auto work = make_work(op, outputs, what);
+  // CUDA inputs: the collective thread waits for the caller's stream first.
+  std::vector<std::shared_ptr<c10::Event>> ready;
+  for (const at::Tensor& t : outputs) {
+    if (t.device().is_cuda()) ready.push_back(record_on_current_stream(t));
+  }
+  group::SerialExecutor* done_exec = completions_.get();
+  collectives_->post([work, body = std::move(body), ready, done_exec]() mutable {
+    for (const auto& ev : ready) ev->synchronize();
+    Status s;
+    try {
+      s = body();
+    } catch (const std::exception& e) {
+      s = Status(StatusCode::internal, e.what());
+    }
+    done_exec->post([work, s] { work->complete(s, -1); });
+  });
+  return work;
+}
+
+namespace {
+
+// A contiguous CPU tensor with the same elements as `tensors` laid end to end: the tensor itself
+// when there is one contiguous CPU tensor, else a copy (written back by `scatter_back`).
+at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
+  if (tensors.size() == 1 && tensors[0].is_contiguous() && tensors[0].device().is_cpu()) {
+    return tensors[0];
+  }
+  std::vector<at::Tensor> parts;
+  for (const at::Tensor& t : tensors) parts.push_back(t.reshape({-1}).to(at::kCPU));
+  return at::cat(parts);
+}
+
+void scatter_back(const at::Tensor& flat, std::vector<at::Tensor>& tensors) {
+  if (tensors.size() == 1 && flat.data_ptr() == tensors[0].data_ptr()) return;
+  int64_t offset = 0;
+  for (at::Tensor& t : tensors) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+void check_same_dtype(const std::vector<at::Tensor>& tensors, const char* op) {
+  TORCH_CHECK(!tensors.empty(), "tictac ", op, ": no tensors given");
+  for (const at::Tensor& t : tensors) {
+    TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(), "tictac ", op,
+                ": all tensors must have one dtype");
+    TORCH_CHECK(!t.is_sparse(), "tictac ", op, ": sparse tensors are not supported");
+  }
+}
+
+}  // namespace
+
+c10::intrusive_ptr<c10d::Work> TicTacBackend::barrier(const c10d::BarrierOptions&) {
+  group::Group* g = group_.get();
+  return collective(c10d::OpType::BARRIER, {}, "barrier", [g] { return g->barrier(); });
+}
+
+c10::intrusive_ptr<c10d::Work> TicTacBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                        const c10d::BroadcastOptions& opts) {
+  check_same_dtype(tensors, "broadcast");
+  TORCH_CHECK(opts.rootTensor == 0, "tictac broadcast: rootTensor must be 0");
+  TORCH_CHECK(opts.rootRank >= 0 && opts.rootRank < size_, "tictac broadcast: root rank ",
+              opts.rootRank, " is outside a group of ", size_);
+  group::Group* g = group_.get();
+  const int root = static_cast<int>(opts.rootRank);
+  std::vector<at::Tensor> ts = tensors;
+  return collective(c10d::OpType::BROADCAST, tensors,
+                    "broadcast from rank " + std::to_string(root), [g, ts, root]() mutable {
+                      at::Tensor flat = flatten(ts);
+                      Status s = g->broadcast(flat.data_ptr(), flat.nbytes(), root);
+                      if (s.ok()) scatter_back(flat, ts);
+                      return s;
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> TicTacBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                        const c10d::AllreduceOptions& opts) {
+  check_same_dtype(tensors, "allreduce");
+  const auto op = opts.reduceOp.op_;
+  const at::ScalarType dtype = tensors[0].scalar_type();
+  TORCH_CHECK(op != c10d::ReduceOp::PREMUL_SUM, "tictac allreduce: PREMUL_SUM is not supported");
+  TORCH_CHECK(op != c10d::ReduceOp::AVG || at::isFloatingType(dtype) || at::isComplexType(dtype),
+              "tictac allreduce: AVG needs a floating-point tensor, got ", dtype);
+  group::Group* g = group_.get();
+  const int n = size_;
+  std::vector<at::Tensor> ts = tensors;
+  return collective(c10d::OpType::ALLREDUCE, tensors, "allreduce", [g, ts, op, dtype, n]() mutable {
+    at::Tensor flat = flatten(ts);
+    Status s = g->allreduce(flat.data_ptr(), static_cast<std::size_t>(flat.numel()),
+                            flat.element_size(), make_reduce(dtype, op));
+    if (!s.ok()) return s;
+    if (op == c10d::ReduceOp::AVG) flat.div_(n);
+    scatter_back(flat, ts);
+    return s;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TicTacBackend::allgather(
+    std::vector<std::vector<at::Tensor>>& outputTensors, std::vector<at::Tensor>& inputTensors,
+    const c10d::AllgatherOptions&) {
+  TORCH_CHECK(inputTensors.size() == 1 && outputTensors.size() == 1,
+              "tictac allgather: expects one input tensor and one output list");
+  TORCH_CHECK(static_cast<int>(outputTensors[0].size()) == size_, "tictac allgather: the output "
+              "list must hold one tensor per rank (", size_, "), got ", outputTensors[0].size());
+  const at::Tensor in = inputTensors[0];
+  for (const at::Tensor& o : outputTensors[0]) {
+    TORCH_CHECK(o.numel() == in.numel() && o.scalar_type() == in.scalar_type(),
+                "tictac allgather: every output tensor must match the input's size and dtype");
+  }
+  group::Group* g = group_.get();
+  std::vector<at::Tensor> outs = outputTensors[0];
+  const int n = size_;
+  return collective(c10d::OpType::ALLGATHER, outs, "allgather", [g, in, outs, n]() mutable {
+    at::Tensor src = in.contiguous().to(at::kCPU);
+    at::Tensor flat = at::empty({n * src.numel()}, src.options());
+    Status s = g->allgather(src.data_ptr(), src.nbytes(), flat.data_ptr());
+    if (s.ok()) scatter_back(flat, outs);
+    return s;
+  });
+}
+
+c10::intrusive_ptr<c10d::Work> TicTacBackend::_allgather_base(at::Tensor& outputBuffer,
+                                                              at::Tensor& inputBuffer,
+                                                              const c10d::AllgatherOptions&) {
+  TORCH_CHECK(outputBuffer.numel() == inputBuffer.numel() * size_ &&
+                  outputBuffer.scalar_type() == inputBuffer.scalar_type(),
+              "tictac _allgather_base: the output must hold world_size x the input (",
+              size_, " x ", inputBuffer.numel(), " elements) of the same dtype");
+  group::Group* g = group_.get();
+  at::Tensor in = inputBuffer;
+  std::vector<at::Tensor> outs{outputBuffer};
+  return collective(c10d::OpType::_ALLGATHER_BASE, outs, "allgather_base", [g, in, outs]() mutable {
+    at::Tensor src = in.contiguous().to(at::kCPU);
+    at::Tensor flat = flatten(outs);
+    Status s = g->allgather(src.data_ptr(), src.nbytes(), flat.data_ptr());
+    if (s.ok()) scatter_back(flat, outs);
+    return s;
+  });
+}
+
+}  // namespace tictac::torch_adapter

@@ -1,0 +1,118 @@
+"""PyTorch integration: the "tictac" c10d backend and parameter-server training.
+
+``import tictac.torch`` registers the backend, so that::
+
+    dist.init_process_group("tictac")            # or "cpu:tictac,cuda:tictac"
+
+works under torchrun (env://) and with file:// or tcp:// init. Scheduling::
+
+    tictac.torch.set_priorities(group, {tag: priority})   # smaller = sent first
+    with tictac.torch.priority(-1):                        # this thread's sends inside
+        dist.isend(t, dst, tag=7)
+
+Parameter-server training with no model changes: ``tictac.torch.ps`` and
+``python -m tictac.torch.train``. Graph export for TIC/TAC: ``tictac.torch.graph`` and
+``python -m tictac.torch.export_graph``.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime
+from typing import Iterator, Mapping
+
+import torch
+import torch.distributed as dist
+
+from tictac.torch._loader import load_extension
+
+_C = load_extension(__path__)  # noqa: N816  (the extension module)
+
+BACKEND_NAME = "tictac"
+
+
+def _create_backend(dist_opts, backend_options):  # called by torch.distributed
+    timeout = dist_opts.timeout
+    if isinstance(timeout, datetime.timedelta):
+        timeout_ms = int(timeout.total_seconds() * 1000)
+    else:  # pragma: no cover - torch always passes a timedelta
+        timeout_ms = int(timeout)
+    return _C.create_backend(
+        dist_opts.store,
+        dist_opts.group_rank,
+        dist_opts.group_size,
+        datetime.timedelta(milliseconds=timeout_ms),
+        str(dist_opts.group_id),
+    )
+
+
+def _register() -> None:
+    if BACKEND_NAME in dist.Backend.backend_list:
+        return
+    dist.Backend.register_backend(
+        BACKEND_NAME, _create_backend, extended_api=True, devices=["cpu", "cuda"]
+    )
+
+
+_register()
+
+
+def _backend_of(group=None):
+    group = group if group is not None else dist.group.WORLD
+    if group is None:
+        raise RuntimeError(
+            "tictac.torch: no default process group; call "
+            "torch.distributed.init_process_group('tictac') first"
+        )
+    return group._get_backend(torch.device("cpu"))
+
+
+def is_tictac(group=None) -> bool:
+    """True when `group` (default: WORLD) runs on the tictac backend for CPU tensors."""
+    try:
+        return bool(_C.is_tictac(_backend_of(group)))
+    except RuntimeError:
+        return False
+
+
+def set_priorities(group, table: Mapping[int, int], *, replace: bool = True) -> None:
+    """Installs the scheduler's tag -> priority table (smaller = sent first) on `group`.
+
+    Sends with a tag in the table leave this rank in priority order, preempting larger
+    priorities at chunk boundaries (TICTAC_CHUNK_BYTES); equal priorities leave FIFO. Tags not
+    in the table get priority 0. ``replace=False`` updates entries and keeps the rest.
+    """
+    _C.set_priorities(_backend_of(group), {int(k): int(v) for k, v in table.items()}, replace)
+
+
+def priority_of(group, tag: int) -> int:
+    """The priority a send with `tag` would get on this thread now."""
+    return int(_C.priority_of(_backend_of(group), int(tag)))
+
+
+@contextlib.contextmanager
+def priority(value: int) -> Iterator[None]:
+    """Sets the priority of every tictac send this thread issues inside the block (nests)."""
+    _C.push_thread_priority(int(value))
+    try:
+        yield
+    finally:
+        _C.pop_thread_priority()
+
+
+def schedule(graph: dict | str, policy: str, bandwidth_bps: float = 10e9, seed: int = 0) -> dict:
+    """Runs a scheduling policy (random, fifo, layer, tic, tac, optimal) of the C++ library on a
+    tictac-graph/1 graph (a dict or JSON text): recv op name -> priority (smaller first)."""
+    import json
+
+    text = graph if isinstance(graph, str) else json.dumps(graph)
+    return dict(_C.schedule(text, policy, float(bandwidth_bps), int(seed)))
+
+
+__all__ = [
+    "BACKEND_NAME",
+    "is_tictac",
+    "priority",
+    "priority_of",
+    "schedule",
+    "set_priorities",
+]
