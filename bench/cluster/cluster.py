@@ -515,8 +515,8 @@ class Cluster:
                  f"({self.rate_bps} B/s) each way per host (tbf burst {self._burst} B), added latency {lat}")
         else:
             _say(f"mode loopback (NOT network namespaces): {self.reason}; all {self.hosts} rank(s) on "
-                 f"127.0.0.1, no kernel shaping: TICTAC_RATE_LIMIT={self.rate_bps} B/s is exported, but the "
-                 f"transport does not rate-limit in process yet, so links run UNSHAPED" + ("; --latency-ms is not emulated" if self.latency_ms else ""))
+                 f"127.0.0.1, no kernel shaping: each process's TCP egress is limited in process by "
+                 f"TICTAC_RATE_LIMIT={self.rate_bps} B/s (the tictac transport only; other traffic is unshaped)" + ("; --latency-ms is not emulated" if self.latency_ms else ""))
         over = " (oversubscribed)" if self.hosts * self.threads_per_proc > self.cores_available else ""
         _say(f"cores: {self.threads_per_proc} per process (OMP_NUM_THREADS=TICTAC_TORCH_THREADS="
              f"{self.threads_per_proc}), {self.hosts} process(es) on {self.cores_available} usable core(s){over}; "

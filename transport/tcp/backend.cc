@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "transport/tcp/connector.h"
+#include "transport/tcp/egress_limiter.h"
 #include "transport/tcp/factory.h"
 #include "transport/tcp/listener.h"
 
@@ -37,6 +38,8 @@ class TcpBackend final : public Backend {
   }
 
   Status attach(ProgressEngine& engine) override {
+    Result<EgressLimiter*> limiter = EgressLimiter::process_wide();  // reject a bad value now
+    if (!limiter.ok()) return limiter.status();
     engine_ = &engine;
     return Status::Ok();
   }

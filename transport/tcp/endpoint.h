@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "transport/backend.h"
+#include "transport/tcp/egress_limiter.h"
 
 namespace tictac::transport::tcp {
 
@@ -41,6 +42,9 @@ class TcpEndpoint final : public Endpoint {
   // Closes and reports `status` to the sink (once).
   void fail(const Status& status);
   void update_interest();
+  // Bytes the limiter grants for the next write (SIZE_MAX when unlimited); arms the resume timer
+  // and returns 0 when the bucket is empty.
+  std::size_t write_budget(std::size_t pending);
 
   ProgressEngine& engine_;
   int fd_;
@@ -51,6 +55,9 @@ class TcpEndpoint final : public Endpoint {
   bool watching_out_ = false;
   bool flush_scheduled_ = false;
   bool was_full_ = false;
+  // TICTAC_RATE_LIMIT: nullptr = unlimited. While throttled, a timer (not EPOLLOUT) resumes.
+  EgressLimiter* limiter_ = nullptr;
+  bool throttled_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   std::deque<OutFrame> out_;
