@@ -10,10 +10,10 @@ import pytest
 sys.path.insert(0, os.path.dirname(__file__))
 from dist_harness import run_ranks  # noqa: E402
 
-try:
-    import tictac.torch  # noqa: F401
-except ImportError as exc:  # pragma: no cover
-    pytest.skip(f"tictac.torch is not built: {exc}", allow_module_level=True)
+import tictac.torch  # noqa: E402
+
+if not tictac.torch.available():  # pragma: no cover
+    pytest.skip(f"the tictac extension is not built: {tictac.torch._C_ERROR}", allow_module_level=True)
 
 
 def _p2p(rank, world):

@@ -25,9 +25,27 @@ import torch.distributed as dist
 
 from tictac.torch._loader import load_extension
 
-_C = load_extension(__path__)  # noqa: N816  (the extension module)
+# The compiled backend. Its absence is reported by the calls that need it (creating a "tictac"
+# group, priorities, schedule), so that tictac.torch.ps / .graph / the CLIs import without it.
+try:
+    _C = load_extension(__path__)  # noqa: N816  (the extension module)
+    _C_ERROR: ImportError | None = None
+except ImportError as _exc:
+    _C = None
+    _C_ERROR = _exc
 
 BACKEND_NAME = "tictac"
+
+
+def _ext():
+    if _C is None:
+        raise ImportError(str(_C_ERROR)) from _C_ERROR
+    return _C
+
+
+def available() -> bool:
+    """True when the compiled backend loaded (see the ImportError from _ext() when not)."""
+    return _C is not None
 
 
 def _create_backend(dist_opts, backend_options):  # called by torch.distributed
@@ -36,7 +54,7 @@ def _create_backend(dist_opts, backend_options):  # called by torch.distributed
         timeout_ms = int(timeout.total_seconds() * 1000)
     else:  # pragma: no cover - torch always passes a timedelta
         timeout_ms = int(timeout)
-    return _C.create_backend(
+    return _ext().create_backend(
         dist_opts.store,
         dist_opts.group_rank,
         dist_opts.group_size,
@@ -68,6 +86,8 @@ def _backend_of(group=None):
 
 def is_tictac(group=None) -> bool:
     """True when `group` (default: WORLD) runs on the tictac backend for CPU tensors."""
+    if _C is None:
+        return False
     try:
         return bool(_C.is_tictac(_backend_of(group)))
     except RuntimeError:
@@ -81,22 +101,23 @@ def set_priorities(group, table: Mapping[int, int], *, replace: bool = True) -> 
     priorities at chunk boundaries (TICTAC_CHUNK_BYTES); equal priorities leave FIFO. Tags not
     in the table get priority 0. ``replace=False`` updates entries and keeps the rest.
     """
-    _C.set_priorities(_backend_of(group), {int(k): int(v) for k, v in table.items()}, replace)
+    _ext().set_priorities(_backend_of(group), {int(k): int(v) for k, v in table.items()}, replace)
 
 
 def priority_of(group, tag: int) -> int:
     """The priority a send with `tag` would get on this thread now."""
-    return int(_C.priority_of(_backend_of(group), int(tag)))
+    return int(_ext().priority_of(_backend_of(group), int(tag)))
 
 
 @contextlib.contextmanager
 def priority(value: int) -> Iterator[None]:
     """Sets the priority of every tictac send this thread issues inside the block (nests)."""
-    _C.push_thread_priority(int(value))
+    ext = _ext()
+    ext.push_thread_priority(int(value))
     try:
         yield
     finally:
-        _C.pop_thread_priority()
+        ext.pop_thread_priority()
 
 
 def schedule(graph: dict | str, policy: str, bandwidth_bps: float = 10e9, seed: int = 0) -> dict:
@@ -105,11 +126,12 @@ def schedule(graph: dict | str, policy: str, bandwidth_bps: float = 10e9, seed: 
     import json
 
     text = graph if isinstance(graph, str) else json.dumps(graph)
-    return dict(_C.schedule(text, policy, float(bandwidth_bps), int(seed)))
+    return dict(_ext().schedule(text, policy, float(bandwidth_bps), int(seed)))
 
 
 __all__ = [
     "BACKEND_NAME",
+    "available",
     "is_tictac",
     "priority",
     "priority_of",

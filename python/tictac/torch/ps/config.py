@@ -1,0 +1,84 @@
+"""Configuration of a parameter-server run."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Tuple
+
+__all__ = ["PSConfig"]
+
+MODES = ("training", "inference")
+OPTIMIZERS = ("sgd", "adam")
+REDUCTIONS = ("mean", "sum")
+GUARDS = ("first", "always", "off")
+
+
+@dataclass
+class PSConfig:
+    """Everything ``ps.run`` needs besides the model and the data.
+
+    num_ps: ranks 0..num_ps-1 are servers, the others workers.
+    mode: "training" (pull, forward, backward, push, server-side update) or "inference"
+      (pull and forward only).
+    policy: send order, one of fifo, random, layer, tic, tac.
+    iters / warmup: iterations to run / how many of the first ones the summary leaves out.
+    optimizer, lr, momentum, weight_decay, nesterov, betas, eps: the server-side torch.optim.
+    reduce: "mean" (average workers' gradients) or "sum".
+    timeout: seconds any one wait may take before it fails naming the peer.
+    plan_timeout: seconds the other ranks wait for the first worker's plan (tracing, profiling).
+    seed: model initialisation and the random policy.
+    bandwidth_bytes_s: link rate for tac (bytes/s); else TICTAC_CLUSTER_RATE, else measured.
+    loss_fn: loss(output, target) (default cross entropy).
+    guard: "first" (default): in the first iteration every torch call is checked for
+      parameters that have not arrived yet (a module using another module's parameter);
+      they are waited for and learned for later iterations. "always" checks every
+      iteration, "off" never (then only each module's own parameters gate it).
+    gather_params: bring every server's final parameters to rank 0 (RunResult.params).
+    log_json / trace: paths rank 0 writes (JSON lines per worker per iteration, Chrome trace).
+    print_progress: the first worker prints one line per iteration.
+    """
+    num_ps: int = 1
+    mode: str = "training"
+    policy: str = "fifo"
+    iters: int = 5
+    warmup: int = 0
+    optimizer: str = "sgd"
+    lr: float = 0.01
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    nesterov: bool = False
+    betas: Tuple[float, float] = (0.9, 0.999)
+    eps: float = 1e-8
+    reduce: str = "mean"
+    timeout: float = 60.0
+    plan_timeout: Optional[float] = None
+    seed: int = 0
+    bandwidth_bytes_s: Optional[float] = None
+    loss_fn: Optional[Callable[[Any, Any], Any]] = None
+    guard: str = "first"
+    gather_params: bool = True
+    log_json: Optional[str] = None
+    trace: Optional[str] = None
+    print_progress: bool = False
+    batch_size: Optional[int] = None   # only for the throughput in the summary
+
+    def validate(self, world_size: int) -> None:
+        from .planning import POLICIES
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.policy not in POLICIES:
+            raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {self.optimizer!r}")
+        if self.reduce not in REDUCTIONS:
+            raise ValueError(f"reduce must be one of {REDUCTIONS}, got {self.reduce!r}")
+        if self.guard not in GUARDS:
+            raise ValueError(f"guard must be one of {GUARDS}, got {self.guard!r}")
+        if self.num_ps < 1 or self.num_ps >= world_size:
+            raise ValueError(f"need 1 <= num_ps < world size ({world_size}) so there is at least one "
+                             f"worker, got num_ps={self.num_ps}")
+        if self.iters < 1 or not 0 <= self.warmup < self.iters:
+            raise ValueError(f"need iters >= 1 and 0 <= warmup < iters, got iters={self.iters}, "
+                             f"warmup={self.warmup}")
+        if not self.timeout > 0:
+            raise ValueError(f"timeout must be > 0 seconds, got {self.timeout}")
