@@ -80,5 +80,7 @@ class PSConfig:
         if self.iters < 1 or not 0 <= self.warmup < self.iters:
             raise ValueError(f"need iters >= 1 and 0 <= warmup < iters, got iters={self.iters}, "
                              f"warmup={self.warmup}")
+        if self.bandwidth_bytes_s is not None and not self.bandwidth_bytes_s > 0:
+            raise ValueError(f"bandwidth must be > 0 bytes/s, got {self.bandwidth_bytes_s}")
         if not self.timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {self.timeout}")
