@@ -10,6 +10,7 @@ all: build
 deps:
 	@scripts/install-deps.sh
 	@scripts/install-python-deps.sh
+	@scripts/install-tf-deps.sh
 
 $(BUILD)/build.ninja:
 	meson setup $(BUILD) $(MESON_FLAGS)
@@ -27,13 +28,13 @@ demo: build
 # Sanitizer builds of every test suite (separate build folders). The fuzz suite is left out:
 # its targets are always built with clang's ASan by tests/fuzz/run_fuzz.sh.
 asan: deps
-	[ -f build-asan/build.ninja ] || meson setup build-asan -Dtorch=disabled -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized
+	[ -f build-asan/build.ninja ] || meson setup build-asan -Dtorch=disabled -Dtensorflow=disabled -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized
 	ninja -C build-asan -j $(JOBS)
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C build-asan --print-errorlogs --num-processes $(JOBS) --no-suite fuzz --no-suite python; \
 	  status=$$?; scripts/test_summary.py build-asan && exit $$status
 
 tsan: deps
-	[ -f build-tsan/build.ninja ] || meson setup build-tsan -Dtorch=disabled -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized
+	[ -f build-tsan/build.ninja ] || meson setup build-tsan -Dtorch=disabled -Dtensorflow=disabled -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized
 	ninja -C build-tsan -j $(JOBS)
 	meson test -C build-tsan --print-errorlogs --num-processes $(JOBS) --no-suite fuzz --no-suite python; \
 	  status=$$?; scripts/test_summary.py build-tsan && exit $$status

@@ -1,0 +1,620 @@
+// TicTac's TensorFlow op library, written only against TF's stable C kernel API
+// (tensorflow/c/kernels.h, ops.h), so it is not tied to TF's C++ ABI. Every kernel is
+// synchronous: TF 2.21's C async kernels crash when `done` runs after compute_async returns
+// (docs/tf.md), so a waiting op blocks its inter-op thread until its transfers finish or the
+// group timeout passes.
+//
+//   TictacInit(rank, size, store, timeout_ms, key_prefix)  attrs only; joins the process-wide
+//       group (integration/group) over a FileStore ("file:DIR") or a TcpStore ("tcp:HOST:PORT";
+//       rank 0 runs the store server on that port). Idempotent for the same arguments.
+//   TictacShutdown()                                   closes the group (pending transfers fail).
+//   TictacPull(tag, shape, dtype, src_rank) -> out     one blocking receive.
+//   TictacPush(value, priority, tag, dst_rank)         one send; returns when it is sent.
+//   TictacPullAll(tags, src_ranks, ranks, dims, T) -> (out: T, order: int64[n])
+//       posts every receive at once, waits for all; `order` lists the indices in the order
+//       they completed (the arrival order on the wire).
+//   TictacPushAll(values: T, priorities: int64[n], tags, dst_ranks)
+//       posts every send at once with its priority (smaller = first), then waits for all, so
+//       the transport's per-priority queues decide the wire order.
+// Failures (a dead peer, a timeout, a size mismatch) become TF errors naming the rank and tag.
+// Tags are group::user_tag(int32) values. Also exported for ctypes: tictac_tf_shutdown(),
+// tictac_tf_rank(), tictac_tf_size().
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "integration/group/group.h"
+#include "integration/group/tags.h"
+#include "tensorflow/c/kernels.h"
+#include "tensorflow/c/ops.h"
+#include "tensorflow/c/tf_status.h"
+#include "tensorflow/c/tf_tensor.h"
+#include "transport/bootstrap/file_store.h"
+#include "transport/bootstrap/tcp_store.h"
+#include "transport/bootstrap/tcp_store_server.h"
+
+namespace {
+
+using tictac::Status;
+using tictac::StatusCode;
+namespace bootstrap = tictac::bootstrap;
+namespace group = tictac::group;
+
+// ---- the process-wide session ---------------------------------------------------------------
+
+struct Session {
+  std::string config;  // "rank/size/store/prefix" for the idempotence check
+  std::unique_ptr<bootstrap::TcpStoreServer> store_server;
+  std::unique_ptr<bootstrap::Store> store;
+  std::unique_ptr<group::Group> group;
+};
+
+std::mutex g_mu;
+// Leaked on purpose: never destroyed by static destructors (the Python layer closes it at exit
+// through tictac_tf_shutdown()).
+Session* g_session = nullptr;
+
+group::Group* current_group() {
+  std::lock_guard lock(g_mu);
+  return g_session != nullptr ? g_session->group.get() : nullptr;
+}
+
+void fail(TF_OpKernelContext* ctx, TF_Code code, const std::string& message) {
+  TF_Status* st = TF_NewStatus();
+  TF_SetStatus(st, code, message.c_str());
+  TF_OpKernelContext_Failure(ctx, st);
+  TF_DeleteStatus(st);
+}
+
+TF_Code tf_code(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::timeout: return TF_DEADLINE_EXCEEDED;
+    case StatusCode::invalid_argument: return TF_INVALID_ARGUMENT;
+    case StatusCode::cancelled: return TF_CANCELLED;
+    case StatusCode::connection_lost: return TF_UNAVAILABLE;
+    case StatusCode::unavailable: return TF_UNAVAILABLE;
+    default: return TF_INTERNAL;
+  }
+}
+
+Status open_session(int rank, int size, const std::string& store_spec, std::int64_t timeout_ms,
+                    const std::string& prefix) {
+  const std::string config = std::to_string(rank) + "/" + std::to_string(size) + "/" +
+                             store_spec + "/" + prefix;
+  std::lock_guard lock(g_mu);
+  if (g_session != nullptr) {
+    if (g_session->config == config) return Status::Ok();
+    return Status(StatusCode::invalid_argument,
+                  "TictacInit: already initialized as " + g_session->config + "; requested " +
+                      config + " (call TictacShutdown first)");
+  }
+  auto session = std::make_unique<Session>();
+  session->config = config;
+  const bootstrap::Millis timeout{timeout_ms};
+  if (store_spec.rfind("file:", 0) == 0) {
+    auto store = bootstrap::FileStore::open(store_spec.substr(5));
+    if (!store.ok()) return store.status();
+    session->store = std::move(*store);
+  } else if (store_spec.rfind("tcp:", 0) == 0) {
+    const std::string hp = store_spec.substr(4);
+    const auto colon = hp.rfind(':');
+    if (colon == std::string::npos) {
+      return Status(StatusCode::invalid_argument, "TictacInit: store '" + store_spec +
+                                                      "' is not tcp:HOST:PORT");
+    }
+    const std::string host = hp.substr(0, colon);
+    int port = 0;
+    try {
+      port = std::stoi(hp.substr(colon + 1));
+    } catch (...) {
+      port = -1;
+    }
+    if (port <= 0 || port > 65535) {
+      return Status(StatusCode::invalid_argument, "TictacInit: bad port in store '" + store_spec + "'");
+    }
+    if (rank == 0) {
+      bootstrap::TcpStoreServerOptions so;
+      so.host = host;
+      so.port = static_cast<std::uint16_t>(port);
+      auto server = bootstrap::TcpStoreServer::start(so);
+      if (!server.ok()) return server.status();
+      session->store_server = std::move(*server);
+    }
+    bootstrap::TcpStoreOptions co;
+    co.connect_timeout = timeout;
+    auto store = bootstrap::TcpStore::connect(host, static_cast<std::uint16_t>(port), co);
+    if (!store.ok()) return store.status();
+    session->store = std::move(*store);
+  } else {
+    return Status(StatusCode::invalid_argument,
+                  "TictacInit: store '" + store_spec + "' must be file:DIR or tcp:HOST:PORT");
+  }
+  group::GroupOptions go;
+  go.rank = rank;
+  go.size = size;
+  go.timeout = std::chrono::milliseconds(timeout_ms);
+  go.key_prefix = prefix;
+  auto created = group::Group::create(*session->store, go);
+  if (!created.ok()) return created.status();
+  session->group = std::move(*created);
+  g_session = session.release();
+  return Status::Ok();
+}
+
+void close_session() {
+  Session* s = nullptr;
+  {
+    std::lock_guard lock(g_mu);
+    s = g_session;
+    g_session = nullptr;
+  }
+  if (s == nullptr) return;
+  if (s->group) s->group->close();
+  delete s;
+}
+
+// ---- a batch of transfers, posted together and waited for together -------------------------
+
+class Batch {
+ public:
+  explicit Batch(group::Group& g) : group_(g), state_(std::make_shared<State>()) {}
+
+  void post(bool is_send, int peer, std::int32_t tag, void* data, std::size_t bytes,
+            std::int64_t priority) {
+    const int index = static_cast<int>(items_.size());
+    items_.push_back({is_send, peer, tag});
+    {
+      std::lock_guard lock(state_->mu);
+      ++state_->outstanding;
+      state_->pending.push_back(index);
+    }
+    auto state = state_;
+    const std::string what = describe(index) ;
+    group::Done done = [state, index, is_send, bytes, what](const Status& s, std::uint64_t n, int) {
+      std::lock_guard lock(state->mu);
+      if (state->first.ok()) {
+        if (!s.ok()) {
+          state->first = Status(s.code(), what + " failed: " + s.message());
+        } else if (!is_send && n != bytes) {
+          state->first = Status(StatusCode::protocol_error,
+                                what + ": received " + std::to_string(n) + " bytes, expected " +
+                                    std::to_string(bytes) +
+                                    " (sender and receiver disagree on shape or dtype)");
+        }
+      }
+      if (s.ok()) state->order.push_back(index);
+      state->pending.erase(std::find(state->pending.begin(), state->pending.end(), index));
+      if (--state->outstanding == 0) state->cv.notify_all();
+    };
+    ids_.push_back(is_send ? group_.send(peer, group::user_tag(tag), data, bytes, priority,
+                                         std::move(done))
+                           : group_.recv(peer, group::user_tag(tag), data, bytes, std::move(done)));
+  }
+
+  // Waits for every transfer (at most the group timeout); on a timeout cancels the rest and
+  // waits until the transport has let go of every buffer.
+  Status wait(const char* op) {
+    std::unique_lock lock(state_->mu);
+    const auto deadline = std::chrono::steady_clock::now() + group_.timeout();
+    if (state_->cv.wait_until(lock, deadline, [&] { return state_->outstanding == 0; })) {
+      if (state_->first.ok()) return Status::Ok();
+      return Status(state_->first.code(), std::string(op) + " on rank " +
+                                              std::to_string(group_.rank()) + ": " +
+                                              state_->first.message());
+    }
+    std::string waiting;
+    std::vector<int> pending = state_->pending;
+    std::sort(pending.begin(), pending.end());
+    for (std::size_t i = 0; i < pending.size() && i < 8; ++i) {
+      waiting += (i ? "; " : "") + describe(pending[i]);
+    }
+    if (pending.size() > 8) waiting += "; and " + std::to_string(pending.size() - 8) + " more";
+    lock.unlock();
+    for (auto id : ids_) group_.cancel(id);
+    lock.lock();
+    state_->cv.wait(lock, [&] { return state_->outstanding == 0; });
+    return Status(StatusCode::timeout, std::string(op) + " on rank " +
+                                           std::to_string(group_.rank()) + " timed out after " +
+                                           std::to_string(group_.timeout().count()) +
+                                           " ms waiting for: " + waiting +
+                                           " (a dead or stuck peer?)");
+  }
+
+  std::vector<int> order() {
+    std::lock_guard lock(state_->mu);
+    return state_->order;
+  }
+
+ private:
+  struct Item {
+    bool is_send;
+    int peer;
+    std::int32_t tag;
+  };
+  struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+    int outstanding = 0;
+    std::vector<int> pending;
+    std::vector<int> order;
+    Status first;
+  };
+  std::string describe(int index) const {
+    const Item& it = items_[static_cast<std::size_t>(index)];
+    return std::string(it.is_send ? "send to rank " : "receive from rank ") +
+           std::to_string(it.peer) + " (tag " + std::to_string(it.tag) + ")";
+  }
+
+  group::Group& group_;
+  std::shared_ptr<State> state_;
+  std::vector<Item> items_;
+  std::vector<tictac::transport::RequestId> ids_;
+};
+
+// ---- attribute helpers ----------------------------------------------------------------------
+
+struct AttrReader {
+  TF_OpKernelConstruction* ctx;
+  TF_Status* st = TF_NewStatus();
+  bool ok = true;
+  ~AttrReader() { TF_DeleteStatus(st); }
+  bool check() {
+    if (ok && TF_GetCode(st) != TF_OK) {
+      ok = false;
+      TF_OpKernelConstruction_Failure(ctx, st);
+    }
+    return ok;
+  }
+  std::int64_t i64(const char* name) {
+    std::int64_t v = 0;
+    if (ok) TF_OpKernelConstruction_GetAttrInt64(ctx, name, &v, st);
+    check();
+    return v;
+  }
+  std::vector<std::int64_t> i64s(const char* name) {
+    std::int32_t n = 0, total = 0;
+    if (ok) TF_OpKernelConstruction_GetAttrSize(ctx, name, &n, &total, st);
+    std::vector<std::int64_t> v(static_cast<std::size_t>(std::max(n, 0)));
+    if (check() && n > 0) TF_OpKernelConstruction_GetAttrInt64List(ctx, name, v.data(), n, st);
+    check();
+    return v;
+  }
+  std::vector<TF_DataType> types(const char* name) {
+    std::int32_t n = 0, total = 0;
+    if (ok) TF_OpKernelConstruction_GetAttrSize(ctx, name, &n, &total, st);
+    std::vector<TF_DataType> v(static_cast<std::size_t>(std::max(n, 0)));
+    if (check() && n > 0) TF_OpKernelConstruction_GetAttrTypeList(ctx, name, v.data(), n, st);
+    check();
+    return v;
+  }
+  TF_DataType type(const char* name) {
+    TF_DataType t = TF_FLOAT;
+    if (ok) TF_OpKernelConstruction_GetAttrType(ctx, name, &t, st);
+    check();
+    return t;
+  }
+  std::string str(const char* name) {
+    std::int32_t n = 0, total = 0;
+    if (ok) TF_OpKernelConstruction_GetAttrSize(ctx, name, &n, &total, st);
+    std::string v(static_cast<std::size_t>(std::max(total, 0)) + 1, '\0');
+    if (check()) TF_OpKernelConstruction_GetAttrString(ctx, name, v.data(), v.size(), st);
+    check();
+    v.resize(static_cast<std::size_t>(std::max(total, 0)));
+    return v;
+  }
+};
+
+void construction_failure(TF_OpKernelConstruction* ctx, const std::string& message) {
+  TF_Status* st = TF_NewStatus();
+  TF_SetStatus(st, TF_INVALID_ARGUMENT, message.c_str());
+  TF_OpKernelConstruction_Failure(ctx, st);
+  TF_DeleteStatus(st);
+}
+
+group::Group* require_group(TF_OpKernelContext* ctx, const char* op) {
+  group::Group* g = current_group();
+  if (g == nullptr) {
+    fail(ctx, TF_FAILED_PRECONDITION,
+         std::string(op) + ": no TicTac group in this process (call tictac.tf.init / TictacInit first)");
+  }
+  return g;
+}
+
+// ---- TictacInit / TictacShutdown ------------------------------------------------------------
+
+struct InitKernel {
+  std::int64_t rank = 0, size = 1, timeout_ms = 30000;
+  std::string store, prefix;
+};
+
+void* init_create(TF_OpKernelConstruction* ctx) {
+  auto* k = new InitKernel;
+  AttrReader a{ctx};
+  k->rank = a.i64("rank");
+  k->size = a.i64("size");
+  k->timeout_ms = a.i64("timeout_ms");
+  k->store = a.str("store");
+  k->prefix = a.str("key_prefix");
+  return k;
+}
+
+void init_compute(void* kp, TF_OpKernelContext* ctx) {
+  auto* k = static_cast<InitKernel*>(kp);
+  Status s = open_session(static_cast<int>(k->rank), static_cast<int>(k->size), k->store,
+                          k->timeout_ms, k->prefix);
+  if (!s.ok()) {
+    fail(ctx, tf_code(s), "TictacInit(rank " + std::to_string(k->rank) + " of " +
+                              std::to_string(k->size) + ", store " + k->store + "): " + s.to_string());
+  }
+}
+
+void shutdown_compute(void*, TF_OpKernelContext*) { close_session(); }
+void* empty_create(TF_OpKernelConstruction*) { return nullptr; }
+void empty_delete(void*) {}
+
+// ---- pulls and pushes ----------------------------------------------------------------------
+
+struct Transfer {
+  std::int64_t tag = 0, peer = 0;
+  TF_DataType dtype = TF_FLOAT;
+  std::vector<std::int64_t> dims;
+};
+
+struct PullKernel {
+  std::vector<Transfer> items;
+  bool all = false;
+};
+
+void* pull_create(TF_OpKernelConstruction* ctx, bool all) {
+  auto* k = new PullKernel;
+  k->all = all;
+  AttrReader a{ctx};
+  if (!all) {
+    Transfer t;
+    t.tag = a.i64("tag");
+    t.peer = a.i64("src_rank");
+    t.dtype = a.type("dtype");
+    t.dims = a.i64s("shape");
+    k->items.push_back(t);
+    return k;
+  }
+  auto tags = a.i64s("tags");
+  auto srcs = a.i64s("src_ranks");
+  auto ranks = a.i64s("ranks");
+  auto dims = a.i64s("dims");
+  auto types = a.types("T");
+  if (!a.ok) return k;
+  if (tags.size() != types.size() || srcs.size() != types.size() || ranks.size() != types.size()) {
+    construction_failure(ctx, "TictacPullAll: tags, src_ranks, ranks and T must have one entry per output");
+    return k;
+  }
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    Transfer t;
+    t.tag = tags[i];
+    t.peer = srcs[i];
+    t.dtype = types[i];
+    if (ranks[i] < 0 || at + static_cast<std::size_t>(ranks[i]) > dims.size()) {
+      construction_failure(ctx, "TictacPullAll: dims is shorter than the sum of ranks");
+      return k;
+    }
+    t.dims.assign(dims.begin() + static_cast<std::ptrdiff_t>(at),
+                  dims.begin() + static_cast<std::ptrdiff_t>(at + static_cast<std::size_t>(ranks[i])));
+    at += static_cast<std::size_t>(ranks[i]);
+    k->items.push_back(t);
+  }
+  if (at != dims.size()) construction_failure(ctx, "TictacPullAll: dims is longer than the sum of ranks");
+  return k;
+}
+
+void* pull_one_create(TF_OpKernelConstruction* ctx) { return pull_create(ctx, false); }
+void* pull_all_create(TF_OpKernelConstruction* ctx) { return pull_create(ctx, true); }
+void pull_delete(void* k) { delete static_cast<PullKernel*>(k); }
+
+void pull_compute(void* kp, TF_OpKernelContext* ctx) {
+  auto* k = static_cast<PullKernel*>(kp);
+  const char* op = k->all ? "TictacPullAll" : "TictacPull";
+  group::Group* g = require_group(ctx, op);
+  if (g == nullptr) return;
+  TF_Status* st = TF_NewStatus();
+  std::vector<TF_Tensor*> outs;
+  Batch batch(*g);
+  bool ok = true;
+  for (std::size_t i = 0; i < k->items.size() && ok; ++i) {
+    const Transfer& t = k->items[i];
+    std::int64_t elems = 1;
+    for (std::int64_t d : t.dims) elems *= d;
+    const std::size_t bytes = static_cast<std::size_t>(elems) * TF_DataTypeSize(t.dtype);
+    if (TF_DataTypeSize(t.dtype) == 0) {
+      fail(ctx, TF_INVALID_ARGUMENT, std::string(op) + ": dtype of tag " + std::to_string(t.tag) +
+                                         " has no fixed size (strings and resources cannot be pulled)");
+      ok = false;
+      break;
+    }
+    TF_Tensor* out = TF_AllocateOutput(ctx, static_cast<int>(i), t.dtype, t.dims.data(),
+                                       static_cast<int>(t.dims.size()), bytes, st);
+    if (TF_GetCode(st) != TF_OK) {
+      TF_OpKernelContext_Failure(ctx, st);
+      ok = false;
+      break;
+    }
+    outs.push_back(out);
+    batch.post(false, static_cast<int>(t.peer), static_cast<std::int32_t>(t.tag),
+               TF_TensorData(out), bytes, 0);
+  }
+  if (ok) {
+    Status s = batch.wait(op);
+    if (!s.ok()) {
+      fail(ctx, tf_code(s), s.message());
+      ok = false;
+    }
+  } else {
+    (void)batch.wait(op);  // let the transport release what was posted
+  }
+  if (ok && k->all) {
+    std::vector<int> order = batch.order();
+    std::int64_t n = static_cast<std::int64_t>(order.size());
+    TF_Tensor* ord = TF_AllocateOutput(ctx, static_cast<int>(k->items.size()), TF_INT64, &n, 1,
+                                       sizeof(std::int64_t) * order.size(), st);
+    if (TF_GetCode(st) != TF_OK) {
+      TF_OpKernelContext_Failure(ctx, st);
+    } else {
+      auto* p = static_cast<std::int64_t*>(TF_TensorData(ord));
+      for (std::size_t i = 0; i < order.size(); ++i) p[i] = order[i];
+      TF_DeleteTensor(ord);
+    }
+  }
+  for (TF_Tensor* t : outs) TF_DeleteTensor(t);
+  TF_DeleteStatus(st);
+}
+
+struct PushKernel {
+  std::vector<std::int64_t> tags, dsts;
+  bool all = false;
+};
+
+void* push_create(TF_OpKernelConstruction* ctx, bool all) {
+  auto* k = new PushKernel;
+  k->all = all;
+  AttrReader a{ctx};
+  if (!all) {
+    k->tags = {a.i64("tag")};
+    k->dsts = {a.i64("dst_rank")};
+    return k;
+  }
+  k->tags = a.i64s("tags");
+  k->dsts = a.i64s("dst_ranks");
+  auto types = a.types("T");
+  if (a.ok && (k->tags.size() != types.size() || k->dsts.size() != types.size())) {
+    construction_failure(ctx, "TictacPushAll: tags and dst_ranks must have one entry per value");
+  }
+  return k;
+}
+
+void* push_one_create(TF_OpKernelConstruction* ctx) { return push_create(ctx, false); }
+void* push_all_create(TF_OpKernelConstruction* ctx) { return push_create(ctx, true); }
+void push_delete(void* k) { delete static_cast<PushKernel*>(k); }
+
+void push_compute(void* kp, TF_OpKernelContext* ctx) {
+  auto* k = static_cast<PushKernel*>(kp);
+  const char* op = k->all ? "TictacPushAll" : "TictacPush";
+  group::Group* g = require_group(ctx, op);
+  if (g == nullptr) return;
+  const int n = static_cast<int>(k->tags.size());
+  TF_Status* st = TF_NewStatus();
+  // The priorities are the last input: int64[n] (one scalar for TictacPush).
+  TF_Tensor* prio = nullptr;
+  TF_GetInput(ctx, n, &prio, st);
+  if (TF_GetCode(st) != TF_OK) {
+    TF_OpKernelContext_Failure(ctx, st);
+    TF_DeleteStatus(st);
+    return;
+  }
+  if (TF_TensorType(prio) != TF_INT64 || TF_TensorElementCount(prio) != n) {
+    fail(ctx, TF_INVALID_ARGUMENT, std::string(op) + ": priorities must be int64 with " +
+                                       std::to_string(n) + " elements, got " +
+                                       std::to_string(TF_TensorElementCount(prio)));
+    TF_DeleteTensor(prio);
+    TF_DeleteStatus(st);
+    return;
+  }
+  const auto* p = static_cast<const std::int64_t*>(TF_TensorData(prio));
+  std::vector<TF_Tensor*> ins;
+  Batch batch(*g);
+  bool ok = true;
+  for (int i = 0; i < n; ++i) {
+    TF_Tensor* in = nullptr;
+    TF_GetInput(ctx, i, &in, st);
+    if (TF_GetCode(st) != TF_OK) {
+      TF_OpKernelContext_Failure(ctx, st);
+      ok = false;
+      break;
+    }
+    ins.push_back(in);
+    if (TF_DataTypeSize(TF_TensorType(in)) == 0) {
+      fail(ctx, TF_INVALID_ARGUMENT, std::string(op) + ": value " + std::to_string(i) +
+                                         " has a dtype without fixed size");
+      ok = false;
+      break;
+    }
+    batch.post(true, static_cast<int>(k->dsts[static_cast<std::size_t>(i)]),
+               static_cast<std::int32_t>(k->tags[static_cast<std::size_t>(i)]), TF_TensorData(in),
+               TF_TensorByteSize(in), p[i]);
+  }
+  Status s = batch.wait(op);
+  if (ok && !s.ok()) fail(ctx, tf_code(s), s.message());
+  for (TF_Tensor* t : ins) TF_DeleteTensor(t);
+  TF_DeleteTensor(prio);
+  TF_DeleteStatus(st);
+}
+
+// ---- registration ---------------------------------------------------------------------------
+
+void unknown_shape(TF_ShapeInferenceContext* ctx, TF_Status* st) {
+  TF_ShapeInferenceContextSetUnknownShape(ctx, st);
+}
+
+void register_op(const char* name, const std::vector<const char*>& inputs,
+                 const std::vector<const char*>& outputs, const std::vector<const char*>& attrs,
+                 void* (*create)(TF_OpKernelConstruction*), void (*compute)(void*, TF_OpKernelContext*),
+                 void (*destroy)(void*)) {
+  TF_Status* st = TF_NewStatus();
+  TF_OpDefinitionBuilder* b = TF_NewOpDefinitionBuilder(name);
+  for (const char* a : attrs) TF_OpDefinitionBuilderAddAttr(b, a);
+  for (const char* i : inputs) TF_OpDefinitionBuilderAddInput(b, i);
+  for (const char* o : outputs) TF_OpDefinitionBuilderAddOutput(b, o);
+  TF_OpDefinitionBuilderSetIsStateful(b, true);  // never folded, pruned or deduplicated
+  TF_OpDefinitionBuilderSetShapeInferenceFunction(b, &unknown_shape);
+  TF_RegisterOpDefinition(b, st);
+  if (TF_GetCode(st) != TF_OK) std::fprintf(stderr, "tictac tf: op %s: %s\n", name, TF_Message(st));
+  TF_KernelBuilder* kb = TF_NewKernelBuilder(name, "CPU", create, compute, destroy);
+  TF_RegisterKernelBuilder((std::string(name) + "Kernel").c_str(), kb, st);
+  if (TF_GetCode(st) != TF_OK) std::fprintf(stderr, "tictac tf: kernel %s: %s\n", name, TF_Message(st));
+  TF_DeleteStatus(st);
+}
+
+void init_delete(void* k) { delete static_cast<InitKernel*>(k); }
+
+struct Registrar {
+  Registrar() {
+    register_op("TictacInit", {}, {},
+                {"rank: int >= 0", "size: int >= 1", "store: string", "timeout_ms: int = 30000",
+                 "key_prefix: string = 'tf/'"},
+                &init_create, &init_compute, &init_delete);
+    register_op("TictacShutdown", {}, {}, {}, &empty_create, &shutdown_compute, &empty_delete);
+    register_op("TictacPull", {}, {"out: dtype"},
+                {"tag: int >= 0", "shape: list(int) >= 0", "dtype: type", "src_rank: int >= 0"},
+                &pull_one_create, &pull_compute, &pull_delete);
+    register_op("TictacPullAll", {}, {"out: T", "order: int64"},
+                {"tags: list(int) >= 0", "src_ranks: list(int) >= 0", "ranks: list(int) >= 0",
+                 "dims: list(int) >= 0", "T: list(type) >= 0"},
+                &pull_all_create, &pull_compute, &pull_delete);
+    register_op("TictacPush", {"value: dtype", "priority: int64"}, {},
+                {"tag: int >= 0", "dst_rank: int >= 0", "dtype: type"},
+                &push_one_create, &push_compute, &push_delete);
+    register_op("TictacPushAll", {"values: T", "priorities: int64"}, {},
+                {"tags: list(int) >= 0", "dst_ranks: list(int) >= 0", "T: list(type) >= 0"},
+                &push_all_create, &push_compute, &push_delete);
+  }
+} registrar;
+
+}  // namespace
+
+extern "C" {
+__attribute__((visibility("default"))) void tictac_tf_shutdown() { close_session(); }
+__attribute__((visibility("default"))) int tictac_tf_rank() {
+  group::Group* g = current_group();
+  return g != nullptr ? g->rank() : -1;
+}
+__attribute__((visibility("default"))) int tictac_tf_size() {
+  group::Group* g = current_group();
+  return g != nullptr ? g->size() : 0;
+}
+}
