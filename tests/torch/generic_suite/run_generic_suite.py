@@ -1,0 +1,289 @@
+#!/usr/bin/env python
+"""Runs a subset of PyTorch's own generic distributed test suite
+(``torch.testing._internal.distributed.distributed_test.DistributedTest._DistTestBase``)
+against the "tictac" c10d backend, the way PyTorch's ``test/distributed/test_distributed_spawn.py``
+runs it for gloo: a ``TestDistBackendWithSpawn(TestDistBackend, _DistTestBase)`` class whose
+setUp spawns WORLD_SIZE processes per test, each doing ``init_process_group(BACKEND, file://...)``.
+
+Usage (from the repository root)::
+
+    .venv/bin/python tests/torch/generic_suite/run_generic_suite.py            # WORLD_SIZE=2
+    .venv/bin/python tests/torch/generic_suite/run_generic_suite.py --world-size 3
+    .venv/bin/python tests/torch/generic_suite/run_generic_suite.py -k all_reduce -v
+    .venv/bin/python tests/torch/generic_suite/run_generic_suite.py --slow   # + profiler tests
+    .venv/bin/python tests/torch/generic_suite/run_generic_suite.py --list
+
+It prints a summary (passed / failed / skipped, each failure with a one-line reason) and exits
+non-zero only when a test in ``EXPECTED_PASS`` (for the world size in use) does not pass.
+Known failures and their reasons are in README.md beside this file.
+
+How a custom backend gets through the suite's gates: ``distributed_test`` reads ``BACKEND`` at
+import and evaluates its skip decorators then, so this module (which ``multiprocessing``'s spawn
+re-imports in every child as ``__mp_main__``) imports ``tictac.torch`` (registers the backend)
+and adds "tictac" to ``DistTestCases.backend_feature["plugin"]`` *before* importing
+``distributed_test``. Needs the ``expecttest`` package (torch's test utilities import it).
+"""
+from __future__ import annotations
+
+import os
+import pathlib
+import sys
+import tempfile
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+if str(REPO / "python") not in sys.path:
+    sys.path.insert(0, str(REPO / "python"))
+
+# --- environment the suite reads at import (children inherit the parent's values) ------------
+if __name__ == "__main__":  # the parent: take --world-size before anything reads WORLD_SIZE
+    for i, a in enumerate(sys.argv):
+        if a == "--world-size" and i + 1 < len(sys.argv):
+            os.environ["WORLD_SIZE"] = sys.argv[i + 1]
+        elif a.startswith("--world-size="):
+            os.environ["WORLD_SIZE"] = a.split("=", 1)[1]
+os.environ.setdefault("BACKEND", "tictac")
+os.environ.setdefault("WORLD_SIZE", "2")
+os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="tictac_generic_suite_"))
+# A hung test is killed after this many seconds (the suite's default is 300).
+os.environ.setdefault("DISTRIBUTED_TESTS_DEFAULT_TIMEOUT", "60")
+# Keep the CPU count sane on small machines: every rank is a separate process.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+try:
+    import expecttest  # noqa: F401  (imported by torch.testing._internal.common_utils)
+except ImportError:  # pragma: no cover - environment problem, not a test result
+    sys.stderr.write(
+        "run_generic_suite: torch's test utilities need the 'expecttest' package: "
+        "`.venv/bin/pip install expecttest`\n"
+    )
+    sys.exit(2)
+
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+import tictac.torch  # noqa: E402,F401  registers the "tictac" backend (also in every child)
+from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
+
+# Without this, require_backend_is_available() cannot check a backend it doesn't know.
+DistTestCases.backend_feature["plugin"].add(os.environ["BACKEND"])
+
+from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
+    DistributedTest,
+    TestDistBackend,
+)
+
+
+class TestDistBackendWithSpawn(TestDistBackend, DistributedTest._DistTestBase):
+    def setUp(self):
+        super().setUp()
+        self._spawn_processes()
+
+
+# --- selection --------------------------------------------------------------------------------
+# The tests of _DistTestBase that exercise only what tictac implements for CPU tensors
+# (send/recv/isend/irecv/any-source, barrier, broadcast, allreduce, allgather) plus the
+# process-group bookkeeping tests. "group" tests use ranks [1, 2] and so need WORLD_SIZE >= 8
+# (at WORLD_SIZE=2 they are reported as failures of the test's own assumptions, see README.md).
+SELECTED = [
+    # process-group bookkeeping
+    "test_Backend_enum_class",
+    "test_get_rank",
+    "test_get_backend",
+    "test_get_rank_size_group",
+    "test_get_rank_size_full_group",
+    "test_destroy_group",
+    "test_destroy_full_group",
+    "test_dump_DDP_relevant_env_vars",
+    # point to point
+    "test_send_recv",
+    "test_send_recv_autograd_profiler",
+    "test_send_recv_torch_profiler",
+    "test_send_recv_with_tag",
+    "test_send_recv_with_tag_autograd_profiler",
+    "test_send_recv_with_tag_torch_profiler",
+    "test_send_recv_any_source",
+    "test_send_recv_any_source_autograd_profiler",
+    "test_send_recv_any_source_torch_profiler",
+    "test_isend",
+    "test_isend_autograd_profiler",
+    "test_isend_torch_profiler",
+    "test_irecv",
+    # barrier
+    "test_barrier",
+    "test_barrier_full_group",
+    "test_barrier_group",
+    # broadcast
+    "test_broadcast",
+    "test_broadcast_full_group",
+    "test_broadcast_group",
+    # allreduce
+    "test_all_reduce_sum",
+    "test_all_reduce_sum_async",
+    "test_all_reduce_sum_complex",
+    "test_all_reduce_max",
+    "test_all_reduce_min",
+    "test_all_reduce_product",
+    "test_all_reduce_complex_unsupported_ops",
+    "test_all_reduce_coalesced_max_complex_unsupported",
+    "test_all_reduce_full_group_sum",
+    "test_all_reduce_full_group_max",
+    "test_all_reduce_full_group_min",
+    "test_all_reduce_full_group_product",
+    "test_all_reduce_group_sum",
+    "test_all_reduce_group_max",
+    "test_all_reduce_group_min",
+    "test_all_reduce_group_product",
+    # allgather
+    "test_all_gather",
+    "test_all_gather_complex",
+    "test_all_gather_full_group",
+    "test_all_gather_group",
+    "test_all_gather_coalesced_simple",
+    "test_all_gather_coalesced_complex",
+    "test_all_gather_coalesced_full_group",
+    "test_all_gather_coalesced_group",
+    "test_all_gather_coalesced_with_empty",
+]
+
+# These use the subgroup [1, 2] and are decorated @skip_if_small_worldsize, which exits every
+# rank with "Skipped due to small world size." unless WORLD_SIZE >= 8 (for any backend but mpi),
+# after spawning the ranks (~5 s a test on 2 cores): below WORLD_SIZE=8 they are not run at all.
+NEEDS_WORLD_SIZE_8 = {
+    "test_barrier_group",
+    "test_broadcast_group",
+    "test_all_gather_group",
+    "test_all_gather_coalesced_group",
+    "test_all_reduce_group_sum",
+    "test_all_reduce_group_max",
+    "test_all_reduce_group_min",
+    "test_all_reduce_group_product",
+}
+
+# The slowest tests (torch.profiler start-up in every rank, ~2x a plain test), dropped from the
+# default run to keep it under 5 minutes on 2 shared cores; --slow adds them. All pass.
+SLOW = {
+    "test_send_recv_torch_profiler",
+    "test_send_recv_with_tag_torch_profiler",
+    "test_send_recv_any_source_torch_profiler",
+    "test_isend_torch_profiler",
+}
+
+# Known failures (see README.md): tictac has no allgather_coalesced.
+KNOWN_FAILURES = {
+    "test_all_gather_coalesced_simple": "Backend tictac does not support allgather_coalesced",
+    "test_all_gather_coalesced_complex": "Backend tictac does not support allgather_coalesced",
+    "test_all_gather_coalesced_full_group": "Backend tictac does not support allgather_coalesced",
+    "test_all_gather_coalesced_with_empty": "Backend tictac does not support allgather_coalesced",
+    "test_all_gather_coalesced_group": "Backend tictac does not support allgather_coalesced",
+}
+
+# Tests that must pass; any of these failing (or being skipped) makes the run exit 1.
+# Collected from runs at WORLD_SIZE=2 (all 40 below) and 3 (a subset of 11, all passing).
+# The NEEDS_WORLD_SIZE_8 tests have not been run against tictac, so they are not in it.
+EXPECTED_PASS = [
+    n for n in SELECTED if n not in KNOWN_FAILURES and n not in NEEDS_WORLD_SIZE_8
+]
+
+
+# --- running and reporting ---------------------------------------------------------------------
+def _one_line_reason(text: str) -> str:
+    """The innermost exception line of a (possibly multi-process) failure message."""
+    lines = [l.strip() for l in str(text).splitlines() if l.strip()]
+    picked = None
+    for l in lines:
+        head = l.split(":", 1)[0]
+        if (
+            head.endswith(("Error", "Exception", "Timeout", "SkipTest", "Interrupt"))
+            or head.endswith("Exit")
+        ) and "exited with error code" not in l:
+            picked = l
+    if picked is None:
+        for l in lines:
+            if "timed out" in l or "terminated" in l:
+                picked = l
+    if picked is None:
+        picked = lines[-1] if lines else "(no message)"
+    return picked if len(picked) <= 240 else picked[:237] + "..."
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+    import time
+    import unittest
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--world-size", type=int, default=int(os.environ["WORLD_SIZE"]))
+    ap.add_argument("-k", action="append", default=[], help="only tests containing this substring")
+    ap.add_argument("--slow", action="store_true", help="also run the SLOW tests")
+    ap.add_argument("--list", action="store_true", help="print the selected tests and exit")
+    ap.add_argument("-v", "--verbose", action="store_true", help="unittest verbosity 2")
+    ap.add_argument(
+        "--tests", nargs="*", default=None, help="explicit test names (default: SELECTED)"
+    )
+    args = ap.parse_args(argv)
+    ws = args.world_size
+
+    names = list(args.tests) if args.tests else list(SELECTED)
+    not_run = []
+    if not args.tests and not args.slow:
+        not_run += [n for n in names if n in SLOW]
+        names = [n for n in names if n not in SLOW]
+    if ws < 8:
+        not_run += [n for n in names if n in NEEDS_WORLD_SIZE_8]
+        names = [n for n in names if n not in NEEDS_WORLD_SIZE_8]
+    if args.k:
+        names = [n for n in names if any(k in n for k in args.k)]
+    if args.list:
+        print("\n".join(names))
+        return 0
+
+    suite = unittest.TestSuite(TestDistBackendWithSpawn(n) for n in names)
+    t0 = time.monotonic()
+    result = unittest.TextTestRunner(
+        stream=sys.stderr, verbosity=2 if args.verbose else 1
+    ).run(suite)
+    wall = time.monotonic() - t0
+
+    def short(test) -> str:
+        return test.id().split(".")[-1]
+
+    failed = {short(t): _one_line_reason(tb) for t, tb in result.failures + result.errors}
+    failed.update({short(t): "unexpected success" for t in result.unexpectedSuccesses})
+    skipped = {short(t): _one_line_reason(why) for t, why in result.skipped}
+    passed = [n for n in names if n not in failed and n not in skipped]
+
+    for n in failed:
+        if n in KNOWN_FAILURES:
+            failed[n] = f"{failed[n]}  [known]"
+
+    print()
+    print(f"=== tictac generic c10d suite: BACKEND={os.environ['BACKEND']} WORLD_SIZE={ws} ===")
+    print(f"selected {len(names)}, wall {wall:.1f}s")
+    if not_run:
+        print(f"not run (SLOW without --slow, or needing WORLD_SIZE >= 8): {', '.join(not_run)}")
+    if failed:
+        print("failed:")
+        for n, why in failed.items():
+            print(f"  {n}: {why}")
+    if skipped:
+        print("skipped:")
+        for n, why in skipped.items():
+            print(f"  {n}: {why}")
+    expected = [n for n in EXPECTED_PASS if n in names]
+    regressions = [n for n in expected if n not in passed]
+    newly = [n for n in passed if n not in EXPECTED_PASS]
+    if newly:
+        print("passing but not in EXPECTED_PASS (add them):")
+        for n in newly:
+            print(f"  {n}")
+    if regressions:
+        print("REGRESSIONS (in EXPECTED_PASS, did not pass):")
+        for n in regressions:
+            print(f"  {n}: {failed.get(n) or skipped.get(n)}")
+    print(f"{len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped")
+    return 1 if regressions else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
