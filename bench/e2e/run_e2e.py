@@ -67,17 +67,10 @@ def nearest_rank(vals: Sequence[float], q: float) -> float:
 
 
 def union_ms(intervals) -> float:
-    total, cs, ce = 0.0, None, None
-    for s, e in sorted((float(a), float(b)) for a, b in intervals if b > a):
-        if ce is None or s > ce:
-            if ce is not None:
-                total += ce - cs
-            cs, ce = s, e
-        else:
-            ce = max(ce, e)
-    if ce is not None:
-        total += ce - cs
-    return total
+    """Length of the union of [start, end] intervals (the one definition, in ps.stats)."""
+    from tictac.torch.ps.stats import union_ms as _union_ms
+
+    return _union_ms(intervals)
 
 
 def model_spec(name: str) -> str:
