@@ -225,6 +225,8 @@ def main(argv: list[str]) -> int:
     ws = args.world_size
 
     names = list(args.tests) if args.tests else list(SELECTED)
+    if args.k:
+        names = [n for n in names if any(k in n for k in args.k)]
     not_run = []
     if not args.tests and not args.slow:
         not_run += [n for n in names if n in SLOW]
@@ -232,8 +234,6 @@ def main(argv: list[str]) -> int:
     if ws < 8:
         not_run += [n for n in names if n in NEEDS_WORLD_SIZE_8]
         names = [n for n in names if n not in NEEDS_WORLD_SIZE_8]
-    if args.k:
-        names = [n for n in names if any(k in n for k in args.k)]
     if args.list:
         print("\n".join(names))
         return 0
