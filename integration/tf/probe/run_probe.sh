@@ -145,7 +145,7 @@ expect "without the plugin, protocol=grpc+tictac is refused (NotFoundError)" \
   "$(grep -q 'NO_FACTORY NotFoundError' "$B/server_stock.log" && echo yes || echo no)" "yes"
 
 step "5. (c) tf.function concrete graph -> tictac-graph/1"
-LOG=export.log run_py "$HERE/export_graph.py" "$B/mlp.json"; rc=$?
+LOG=export.log run_py "$ROOT/python/tictac/tf/export_graph.py" "$B/mlp.json"; rc=$?  # the adapter's exporter, grown from the probe's prototype
 expect "export runs" "$(rcword $rc)" "ok"
 if [ -x "$ROOT/build/tictac" ]; then
   "$ROOT/build/tictac" order --graph "$B/mlp.json" --policy tic > "$B/order.json" 2>&1; rc=$?
