@@ -367,6 +367,77 @@ def make_plots(rows: List[Dict[str, Any]], details: Dict[Tuple[str, str, str], D
 
 
 # ------------------------------------------------------------------------------------------
+# one job
+
+
+def run_job(cluster, s: Dict[str, Any], pol: str, a: argparse.Namespace, out: str, pythonpath: str,
+            tag: Optional[str] = None) -> Tuple[Dict[str, Any], Optional[Dict[str, Any]]]:
+    """Run one job (setup s, policy pol) on the open cluster; returns its CSV row (status ok,
+    failed or timeout) and, when ok, analyse()'s details. Raises what Cluster.run raises
+    other than a timeout (Interrupted, ClusterError)."""
+    from cluster import ClusterTimeout
+    W, K = a.workers, a.ps
+    hosts = W + K
+    net_mode = cluster.mode
+    tag = tag or f"{s['model']}_{s['mode']}_{pol}"
+    details = None
+    jd = os.path.join(out, "jobs", tag)
+    os.makedirs(jd, exist_ok=True)
+    jsonl, trace, summ = (os.path.join(jd, f) for f in ("iterations.jsonl", "trace_full.json", "summary.json"))
+    for f in (jsonl, trace, summ):
+        if os.path.exists(f):
+            os.remove(f)
+    cmd = [sys.executable, "-m", "tictac.torch.train", "--model", s["spec"], "--policy", pol,
+           "--mode", s["mode"], "--iters", str(a.iters + a.warmup), "--warmup", str(a.warmup),
+           "--num-ps", str(K), "--batch", str(a.batch), "--image-size", str(s["image"]),
+           "--num-classes", str(a.num_classes), "--backend", "tictac", "--threads", str(a.threads),
+           "--seed", str(a.seed), "--log-json", jsonl, "--trace", trace, "--summary-json", summ,
+           "--quiet"]
+    row = {"model": s["model"], "mode": s["mode"], "policy": pol, "a": s["a"],
+           "rate_mbit": int(round(s["rate_bps"] * 8 / 1e6)), "net_mode": net_mode,
+           "image_size": s["image"], "batch": a.batch, "workers": W, "ps": K, "iters": a.iters,
+           "param_mb": s["param_bytes"] / 1e6, "calib_compute_ms": s["calib_ms"], "status": "ok"}
+    t0 = time.monotonic()
+    try:
+        codes = cluster.run([cmd] * hosts, env_extra={"PYTHONPATH": pythonpath}, name=tag)
+    except ClusterTimeout as e:
+        codes = e.codes
+        row["status"] = "timeout"
+    row["job_s"] = time.monotonic() - t0
+    if row["status"] == "ok" and (any(codes) or not os.path.exists(jsonl)):
+        row["status"] = "failed"
+        f = cluster.last_failure or {}
+        log(f"    FAILED (exit statuses {codes}); log {f.get('log', cluster.log_dir)}:")
+        for line in (f.get("tail") or [])[-6:]:
+            log(f"      {line}")
+    if row["status"] == "ok":
+        try:
+            d = analyse(jsonl, a.batch)
+        except (OSError, ValueError, KeyError) as e:
+            row["status"] = "failed"
+            log(f"    FAILED to read {jsonl}: {e}")
+        else:
+            details = d
+            for key in ("throughput", "iter_ms_median", "iter_ms_p95", "iter_ms_mean", "iter_ms_var",
+                        "straggler_spread_ms", "straggler_max_over_mean", "efficiency",
+                        "efficiency_train_py", "measured_makespan_ms", "comm_ms", "compute_ms",
+                        "a_measured", "stall_ms"):
+                row[key] = d[key]
+            try:
+                row["policy_used"] = json.load(open(summ))["plan"]["policy"]
+            except (OSError, ValueError, KeyError):
+                row["policy_used"] = ""
+            cut = os.path.join(out, "traces", f"{tag}.iter{d['rep_iter']}.json")
+            if one_iteration_trace(trace, cut, d["rep_iter"]):
+                row["trace"] = cut
+            e_txt = f"{row['efficiency']:.2f}" if row.get("efficiency") is not None else "n/a"
+            log(f"    ok in {row['job_s']:.0f} s: {row['throughput']:.1f} samples/s, iter median "
+                f"{row['iter_ms_median']:.0f} ms, p95 {row['iter_ms_p95']:.0f} ms, spread "
+                f"{row['straggler_spread_ms']:.0f} ms, E {e_txt}")
+    return row, details
+
+
+# ------------------------------------------------------------------------------------------
 # main
 
 
@@ -398,6 +469,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--no-sim", action="store_true")
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "e2e"))
     ap.add_argument("--csv-name", default="results.csv")
+    ap.add_argument("--overhead", action="store_true",
+                    help="the 'nothing to hide' check: fifo vs --policies (default tic,tac) in interleaved "
+                         "rounds on a fast link with a << 1 (default squeezenet1_1 at 224, 10gbit); see overhead.py")
+    ap.add_argument("--rounds", type=int, default=5, help="--overhead: interleaved rounds")
+    ap.add_argument("--overhead-target", type=float, default=0.02,
+                    help="--overhead: the largest acceptable cost vs fifo (fraction)")
     ap.add_argument("--quick", action="store_true",
                     help="alexnet, inference and training, random/tic/tac, 3 + 1 iterations")
     a = ap.parse_args(argv)
@@ -414,6 +491,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     a.models = [m for m in a.models.split(",") if m]
     a.modes = [m for m in a.modes.split(",") if m]
     a.policies = [p for p in a.policies.split(",") if p]
+    if a.overhead:
+        import overhead
+        overhead.apply_defaults(a, ap.parse_args([]))
+        if a.rounds < 1 or not 0 < a.overhead_target < 1:
+            ap.error("--overhead needs --rounds >= 1 and 0 < --overhead-target < 1")
     for m in a.modes:
         if m not in ("inference", "training"):
             ap.error(f"--modes: {m!r} is not inference or training")
@@ -516,6 +598,10 @@ def main(argv=None) -> int:
             log(f"calibrate {name:>12} {mode:<9}: params {nbytes / 1e6:.1f} MB, compute {c_ms:.0f} ms/iter "
                 f"(1 thread, here) -> rate {rate_str(rate)}, a = {ratio:.2f}{clamp}")
 
+    if a.overhead:
+        import overhead
+        return overhead.run(a, Cluster, [s for s in setups if "error" not in s], out, pythonpath, net_note)
+
     jobs = [(s, p) for s in setups if "error" not in s for p in a.policies]
     rows: List[Dict[str, Any]] = []
     details: Dict[Tuple[str, str, str], Dict[str, Any]] = {}
@@ -534,65 +620,15 @@ def main(argv=None) -> int:
                 cluster.open()
                 cur_rate = s["rate_bps"]
                 net_mode = cluster.mode
-            tag = f"{s['model']}_{s['mode']}_{pol}"
-            jd = os.path.join(out, "jobs", tag)
-            os.makedirs(jd, exist_ok=True)
-            jsonl, trace, summ = (os.path.join(jd, f) for f in ("iterations.jsonl", "trace_full.json", "summary.json"))
-            for f in (jsonl, trace, summ):
-                if os.path.exists(f):
-                    os.remove(f)
             eta = ""
             if done_s:
                 eta = f", ETA {fmt_dur(statistics.mean(done_s) * (len(jobs) - k + 1))}"
             log(f"[{k}/{len(jobs)}] {s['model']} {s['mode']} {pol} at {rate_str(s['rate_bps'])} "
                 f"(a={s['a']:.2f}) ... (elapsed {fmt_dur(time.monotonic() - t_start)}{eta})")
-            cmd = [sys.executable, "-m", "tictac.torch.train", "--model", s["spec"], "--policy", pol,
-                   "--mode", s["mode"], "--iters", str(a.iters + a.warmup), "--warmup", str(a.warmup),
-                   "--num-ps", str(K), "--batch", str(a.batch), "--image-size", str(s["image"]),
-                   "--num-classes", str(a.num_classes), "--backend", "tictac", "--threads", str(a.threads),
-                   "--seed", str(a.seed), "--log-json", jsonl, "--trace", trace, "--summary-json", summ,
-                   "--quiet"]
-            row = {"model": s["model"], "mode": s["mode"], "policy": pol, "a": s["a"],
-                   "rate_mbit": int(round(s["rate_bps"] * 8 / 1e6)), "net_mode": net_mode,
-                   "image_size": s["image"], "batch": a.batch, "workers": W, "ps": K, "iters": a.iters,
-                   "param_mb": s["param_bytes"] / 1e6, "calib_compute_ms": s["calib_ms"], "status": "ok"}
-            t0 = time.monotonic()
-            try:
-                codes = cluster.run([cmd] * hosts, env_extra={"PYTHONPATH": pythonpath}, name=tag)
-            except ClusterTimeout as e:
-                codes = e.codes
-                row["status"] = "timeout"
-            row["job_s"] = time.monotonic() - t0
-            if row["status"] == "ok" and (any(codes) or not os.path.exists(jsonl)):
-                row["status"] = "failed"
-                f = cluster.last_failure or {}
-                log(f"    FAILED (exit statuses {codes}); log {f.get('log', cluster.log_dir)}:")
-                for line in (f.get("tail") or [])[-6:]:
-                    log(f"      {line}")
-            if row["status"] == "ok":
-                try:
-                    d = analyse(jsonl, a.batch)
-                except (OSError, ValueError, KeyError) as e:
-                    row["status"] = "failed"
-                    log(f"    FAILED to read {jsonl}: {e}")
-                else:
-                    details[(s["model"], s["mode"], pol)] = d
-                    for key in ("throughput", "iter_ms_median", "iter_ms_p95", "iter_ms_mean", "iter_ms_var",
-                                "straggler_spread_ms", "straggler_max_over_mean", "efficiency",
-                                "efficiency_train_py", "measured_makespan_ms", "comm_ms", "compute_ms",
-                                "a_measured", "stall_ms"):
-                        row[key] = d[key]
-                    try:
-                        row["policy_used"] = json.load(open(summ))["plan"]["policy"]
-                    except (OSError, ValueError, KeyError):
-                        row["policy_used"] = ""
-                    cut = os.path.join(out, "traces", f"{tag}.iter{d['rep_iter']}.json")
-                    if one_iteration_trace(trace, cut, d["rep_iter"]):
-                        row["trace"] = cut
-                    e_txt = f"{row['efficiency']:.2f}" if row.get("efficiency") is not None else "n/a"
-                    log(f"    ok in {row['job_s']:.0f} s: {row['throughput']:.1f} samples/s, iter median "
-                        f"{row['iter_ms_median']:.0f} ms, p95 {row['iter_ms_p95']:.0f} ms, spread "
-                        f"{row['straggler_spread_ms']:.0f} ms, E {e_txt}")
+            row, d = run_job(cluster, s, pol, a, out, pythonpath)
+            t0 = time.monotonic() - row["job_s"]
+            if d is not None:
+                details[(s["model"], s["mode"], pol)] = d
             if not a.no_sim:
                 g = graph_for(s["spec"], a.batch, s["image"], a.num_classes, os.path.join(out, "graphs"),
                               a.threads, pythonpath)
