@@ -43,7 +43,7 @@ EXTRA_COLUMNS = ["a_measured", "rate_mbit", "net_mode", "image_size", "batch", "
                  "iters", "param_mb", "calib_compute_ms", "straggler_max_over_mean", "iter_ms_mean",
                  "iter_ms_var", "comm_ms", "compute_ms", "stall_ms", "efficiency_train_py",
                  "sim_iter_ms_p95", "sim_efficiency", "sim_spread_ms", "sim_speedup_vs_random",
-                 "policy_used", "job_s", "status"]
+                 "policy_used", "job_s", "status", "sim_inputs", "sim_nominal_makespan_ms"]
 
 # ------------------------------------------------------------------------------------------
 # helpers
@@ -258,10 +258,13 @@ def graph_for(spec: str, batch: int, image: int, num_classes: int, out_dir: str,
     return path
 
 
-def simulate(tictac: str, graph: str, policy: str, mode: str, workers: int, ps: int, rate_bps: int,
-             iters: int) -> Optional[Dict[str, Any]]:
+def simulate(tictac: str, graph: str, policy: str, mode: str, workers: int, ps: int, rate_bps: float,
+             iters: int, extra: Sequence[str] = ()) -> Optional[Dict[str, Any]]:
+    """`tictac simulate` at the nominal rate_bps (bytes/s), or with `extra` arguments (which
+    then give the bandwidth themselves: calibrate.sim_inputs)."""
+    bw = [] if "--bandwidth" in extra else ["--bandwidth", str(int(rate_bps * 8))]
     cmd = [tictac, "simulate", "--graph", graph, "--policy", policy, "--workers", str(workers),
-           "--ps", str(ps), "--bandwidth", str(rate_bps * 8), "--mode", mode, "--iterations",
+           "--ps", str(ps), *bw, *extra, "--mode", mode, "--iterations",
            str(max(1, iters)), "--seed", "1", "--format", "json"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -272,6 +275,50 @@ def simulate(tictac: str, graph: str, policy: str, mode: str, workers: int, ps: 
             "sim_iter_ms_p95": d["iteration_time_s"]["p95"] * 1e3,
             "sim_efficiency": d.get("mean_E"), "sim_spread_ms": d["straggler"]["spread_s"] * 1e3,
             "sim_command": " ".join(cmd)}
+
+
+def calibrate_rows(rows: List[Dict[str, Any]], a: argparse.Namespace, tictac: str, graph_dir: str) -> None:
+    """Per (model, mode): measure the simulator inputs in its ok jobs (a.sim_inputs "job": each
+    job's own; "pooled": medians over the policies), then simulate each policy with them; the
+    row's sim_* columns become that calibrated prediction (the nominal one stays in
+    sim_nominal_*), and sim_calibration holds the inputs."""
+    import calibrate
+    groups: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
+    for r in rows:
+        if r["status"] == "ok" and r.get("sim_graph") and r.get("jsonl"):
+            groups.setdefault((r["model"], r["mode"]), []).append(r)
+    for (model, mode), sel in groups.items():
+        ms = []
+        for r in sel:
+            try:
+                ms.append(calibrate.measure(r["jsonl"], r["trace_full"]))
+            except (OSError, ValueError, KeyError) as e:
+                log(f"  warning: no simulator inputs from {r['jsonl']}: {e}")
+        r0 = sel[0]
+        per_job = getattr(a, "sim_inputs", "job") == "job"
+        p = calibrate.pool(ms)
+        si = calibrate.sim_inputs(p, r0["sim_graph"], mode, int(r0["param_mb"] * 1e6), graph_dir,
+                                  f"{model}_{mode}", r0["rate_mbit"] * 1e6 / 8)
+        if si is None:
+            log(f"  note: {model} {mode}: no measured forward time; the simulator keeps nominal inputs")
+            continue
+        for r, m in zip(sel, ms):
+            sj = si
+            if per_job:
+                sj = calibrate.sim_inputs(calibrate.pool([m]), r0["sim_graph"], mode, int(r0["param_mb"] * 1e6),
+                                          graph_dir, f"{model}_{mode}_{r['policy']}", r0["rate_mbit"] * 1e6 / 8) or si
+            sim = simulate(tictac, sj["graph"], r["policy"], mode, a.workers, a.ps, 0, a.iters, sj["args"])
+            if sim:
+                r.update(sim)
+                r["sim_inputs"] = "job" if per_job else "pooled"
+                r["sim_calibration"] = sj["inputs"]
+        inp = si["inputs"]
+        extra = (f", backward x{inp['backward_factor']:.2f}, update {inp['update_ms'] or 0:.0f} ms"
+                 if mode == "training" else "")
+        log(f"simulator inputs {model} {mode} (measured, {p['jobs']} jobs): compute x{inp['compute_scale']:.2f} "
+            f"(forward {inp['forward_busy_ms']:.0f} ms vs profiled {inp['profiled_forward_ms']:.0f} ms), "
+            f"PS uplink {inp['rate_Bps'] * 8 / 1e6:.0f} Mbit/s ({inp['rate_source']}, nominal "
+            f"{r0['rate_mbit']} Mbit/s){extra}")
 
 
 # ------------------------------------------------------------------------------------------
@@ -427,6 +474,7 @@ def run_job(cluster, s: Dict[str, Any], pol: str, a: argparse.Namespace, out: st
                 row["policy_used"] = json.load(open(summ))["plan"]["policy"]
             except (OSError, ValueError, KeyError):
                 row["policy_used"] = ""
+            row["jsonl"], row["trace_full"] = jsonl, trace
             cut = os.path.join(out, "traces", f"{tag}.iter{d['rep_iter']}.json")
             if one_iteration_trace(trace, cut, d["rep_iter"]):
                 row["trace"] = cut
@@ -467,6 +515,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="folder with the tictac CLI")
     ap.add_argument("--no-sim", action="store_true")
+    ap.add_argument("--sim-inputs", choices=("job", "pooled", "nominal"), default="job",
+                    help="the simulator's compute times, link rate, backward factor and update cost: measured "
+                         "in each job (default), pooled over the policies of a (model, mode), or the nominal "
+                         "ones (the uncontended profile, the nominal rate); see calibrate.py")
     ap.add_argument("--out", default=os.path.join(ROOT, "results", "e2e"))
     ap.add_argument("--csv-name", default="results.csv")
     ap.add_argument("--overhead", action="store_true",
@@ -633,9 +685,11 @@ def main(argv=None) -> int:
                 g = graph_for(s["spec"], a.batch, s["image"], a.num_classes, os.path.join(out, "graphs"),
                               a.threads, pythonpath)
                 sim = simulate(tictac, g, pol, s["mode"], W, K, s["rate_bps"], a.iters) if g else None
-                if sim:
+                if sim:      # the nominal prediction; replaced below by the calibrated one
                     row.update(sim)
+                    row.update({k.replace("sim_", "sim_nominal_", 1): v for k, v in sim.items()})
                     row["sim_graph"] = g
+                    row["sim_inputs"] = "nominal"
             rows.append(row)
             done_s.append(time.monotonic() - t0)     # job + reading + simulation: for the ETA
     except (Interrupted, KeyboardInterrupt) as e:
@@ -645,6 +699,10 @@ def main(argv=None) -> int:
     finally:
         if cluster is not None:
             cluster.close()
+
+    # ---- the simulator again, with inputs measured in these jobs (calibrate.py) -------------
+    if not a.no_sim and a.sim_inputs != "nominal":
+        calibrate_rows(rows, a, tictac, os.path.join(out, "graphs"))
 
     # ---- speedups, outputs -----------------------------------------------------------------
     for r in rows:

@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""Re-run the simulator on a finished benchmark folder with inputs measured in its jobs.
+
+    .venv/bin/python bench/e2e/resim.py results/full [--build build] [--out DIR]
+
+Reads DIR/results.json and DIR/jobs/<model>_<mode>_<policy>/ (the JSON lines and the full
+trace), pools the measured simulator inputs per (model, mode) (calibrate.py) and prints, per
+row, the measured makespan next to the nominal and the calibrated prediction and their errors.
+Writes resim.json (rows with both predictions) into --out (default: DIR). Changes nothing else.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import run_e2e as e2e  # noqa: E402
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dir")
+    ap.add_argument("--build", default=os.path.join(e2e.ROOT, "build"))
+    ap.add_argument("--out")
+    ap.add_argument("--sim-inputs", choices=("job", "pooled"), default="job")
+    a = ap.parse_args(argv)
+    src = os.path.abspath(a.dir)
+    with open(os.path.join(src, "results.json"), encoding="utf-8") as f:
+        res = json.load(f)
+    args = res["args"]
+    rows = res["rows"]
+    for r in rows:
+        tag = f"{r['model']}_{r['mode']}_{r['policy']}"
+        r["jsonl"] = os.path.join(src, "jobs", tag, "iterations.jsonl")
+        r["trace_full"] = os.path.join(src, "jobs", tag, "trace_full.json")
+        r.setdefault("sim_nominal_makespan_ms", r.get("sim_makespan_ms"))
+        if r.get("sim_graph") and not os.path.exists(r["sim_graph"]):
+            r["sim_graph"] = os.path.join(src, "graphs", os.path.basename(r["sim_graph"]))
+    ns = argparse.Namespace(workers=args["workers"], ps=args["ps"], iters=args["iters"], sim_inputs=a.sim_inputs)
+    out = os.path.abspath(a.out or src)
+    os.makedirs(out, exist_ok=True)
+    e2e.calibrate_rows(rows, ns, os.path.join(a.build, "tictac"), os.path.join(out, "graphs_calibrated"))
+    print(f"{'model':<13}{'mode':<10}{'policy':<7}{'measured':>9}{'nominal':>9}{'err':>7}{'calibr.':>9}{'err':>7}")
+    for r in rows:
+        if r.get("status") != "ok":
+            continue
+        m, n, c = r["measured_makespan_ms"], r.get("sim_nominal_makespan_ms"), r.get("sim_makespan_ms")
+        cal = r.get("sim_inputs") == "measured"
+
+        def err(x):
+            return f"{(x - m) / m * 100:+.0f}%" if x else "-"
+        print(f"{r['model']:<13}{r['mode']:<10}{r['policy']:<7}{m:9.1f}{n or 0:9.1f}{err(n):>7}"
+              f"{(c if cal else 0):9.1f}{err(c) if cal else '-':>7}")
+    with open(os.path.join(out, "resim.json"), "w", encoding="utf-8") as f:
+        json.dump(rows, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
