@@ -106,6 +106,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--world-size", type=int)
     p.add_argument("--local", type=int, metavar="N", help="spawn N ranks on this machine (file:// rendezvous)")
     p.add_argument("--summary-json", help="rank 0 writes the summary as JSON here")
+    p.add_argument("--update", choices=("eager", "bulk"), default=os.environ.get("TICTAC_PS_UPDATE", "eager"),
+                   help="training: servers update each parameter as its gradients land (eager, default) or "
+                        "once after all of them (bulk); default from TICTAC_PS_UPDATE")
     p.add_argument("--quiet", action="store_true", help="no per-iteration progress")
     p.add_argument("--bandwidth", type=float, default=None, metavar="BYTES_PER_S",
                    help="link rate TAC plans with (default: TICTAC_CLUSTER_RATE, else measured)")
@@ -128,7 +131,7 @@ def make_config(a: argparse.Namespace) -> ps.PSConfig:
                        optimizer=a.optimizer, lr=a.lr, momentum=a.momentum if a.optimizer == "sgd" else 0.0,
                        weight_decay=a.weight_decay, reduce=a.reduce, timeout=a.timeout, seed=a.seed,
                        gather_params=False, log_json=a.log_json, trace=a.trace, print_progress=not a.quiet,
-                       batch_size=a.batch, bandwidth_bytes_s=a.bandwidth)
+                       batch_size=a.batch, bandwidth_bytes_s=a.bandwidth, update=a.update)
 
 
 def format_summary(a: argparse.Namespace, result: ps.RunResult) -> str:

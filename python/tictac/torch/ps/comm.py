@@ -108,14 +108,15 @@ def wait_work(ctx: Context, work, what: str, peer: int, timeout: Optional[float]
 class Transfer:
     """One posted transfer: its work, when it was posted and when it completed."""
 
-    __slots__ = ("work", "peer", "what", "posted", "done_at", "error", "event", "key", "payload")
+    __slots__ = ("work", "peer", "what", "posted", "done_at", "error", "event", "key", "payload", "on_done")
 
-    def __init__(self, work, peer: int, what: str, key=None, payload=None):
+    def __init__(self, work, peer: int, what: str, key=None, payload=None, on_done=None):
         self.work = work
         self.peer = peer
         self.what = what
         self.key = key
         self.payload = payload      # keeps a send buffer alive until completion
+        self.on_done = on_done      # called with the Transfer once complete (any thread)
         self.posted = now()
         self.done_at: Optional[float] = None
         self.error: Optional[BaseException] = None
@@ -126,6 +127,8 @@ class Transfer:
             self.done_at = now()
         self.error = error
         self.event.set()
+        if self.on_done is not None:
+            self.on_done(self)
 
     def wait(self, ctx: Context) -> None:
         """Block until complete (with the context's timeout); raise PeerError on failure."""

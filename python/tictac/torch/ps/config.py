@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Tuple
 
 __all__ = ["PSConfig"]
@@ -11,6 +12,7 @@ MODES = ("training", "inference")
 OPTIMIZERS = ("sgd", "adam")
 REDUCTIONS = ("mean", "sum")
 GUARDS = ("first", "always", "off")
+UPDATES = ("eager", "bulk")
 
 
 @dataclass
@@ -36,6 +38,14 @@ class PSConfig:
     gather_params: bring every server's final parameters to rank 0 (RunResult.params).
     log_json / trace: paths rank 0 writes (JSON lines per worker per iteration, Chrome trace).
     print_progress: the first worker prints one line per iteration.
+    update: training only. "eager" (default): a server updates each parameter as soon as every
+      worker's gradient of it has arrived (one optimizer per parameter: the same arithmetic as
+      one optimizer over all), overlapping the update with the workers' backward pass and
+      pushes; a worker announces which parameters will get a gradient before its backward
+      (the parameters its loss reaches in the autograd graph). "bulk": one optimizer step
+      after every gradient has arrived, the workers' masks sent after their pushes (the
+      earlier protocol; exact also for parameters the loss reaches that get no gradient,
+      which "eager" updates with a zero gradient and warns about). Env: TICTAC_PS_UPDATE.
     """
     num_ps: int = 1
     mode: str = "training"
@@ -61,11 +71,15 @@ class PSConfig:
     trace: Optional[str] = None
     print_progress: bool = False
     batch_size: Optional[int] = None   # only for the throughput in the summary
+    update: str = field(default_factory=lambda: os.environ.get("TICTAC_PS_UPDATE", "eager"))
 
     def validate(self, world_size: int) -> None:
         from .planning import POLICIES
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
+        if self.update not in UPDATES:
+            raise ValueError(f"update must be one of {UPDATES} (PSConfig.update or TICTAC_PS_UPDATE), "
+                             f"got {self.update!r}")
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
         if self.optimizer not in OPTIMIZERS:

@@ -17,7 +17,9 @@ import io
 import itertools
 import json
 import logging
+import queue
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Tuple
@@ -111,6 +113,7 @@ class _Worker:
         self.handles: list = []
         self.trainable_of = {s: [i for i in infos if i.owner == s and i.param.requires_grad]
                              for s in range(cfg.num_ps)}
+        self.warned_missing = False
 
     # hooks ------------------------------------------------------------------------------------
     def install(self) -> None:
@@ -193,6 +196,34 @@ class _Worker:
         self.pushes[info.index] = t
         self.push_watch.watch(t)
 
+    def _send_masks(self, real) -> list:
+        """Send each server the mask of its trainable parameters with a real gradient."""
+        masks = []
+        for s in range(self.cfg.num_ps):
+            mask = torch.tensor([1 if i.index in real else 0 for i in self.trainable_of[s]], dtype=torch.uint8)
+            if len(mask):
+                masks.append((s, dist.isend(mask, s, tag=self.ctrl_tag + 2), mask))
+        return masks
+
+    def _check_prediction(self, predicted, real, it: int) -> None:
+        """Eager update: the announced mask must match the gradients the backward produced."""
+        extra = real - predicted
+        if extra:       # a gradient the server was told not to expect: it would be dropped
+            names = sorted(self.infos[i].name for i in extra)
+            raise RuntimeError(f"{self.ctx.who(self.ctx.rank)}: iteration {it}: parameters got a gradient "
+                               f"though the loss does not reach them in the autograd graph: {names[:5]}; "
+                               f"set TICTAC_PS_UPDATE=bulk (PSConfig.update='bulk')")
+        missing = predicted - real
+        if missing and not self.warned_missing:
+            self.warned_missing = True
+            names = sorted(self.infos[i].name for i in missing)
+            log.warning("%s: iteration %d: the loss reaches %d parameter(s) that got no gradient (%s); with "
+                        "update='eager' their servers apply a zero gradient (torch.optim would skip them: this "
+                        "differs with momentum, weight decay or Adam); set TICTAC_PS_UPDATE=bulk for exact "
+                        "semantics", self.ctx.who(self.ctx.rank), it, len(names), ", ".join(names[:5]))
+            print(f"tictac.torch.ps: warning: parameters reached by the loss got no gradient ({', '.join(names[:5])}); "
+                  f"eager update applies a zero gradient; TICTAC_PS_UPDATE=bulk is exact", file=sys.stderr, flush=True)
+
     # one iteration ----------------------------------------------------------------------------
     def iteration(self, it: int, inputs, target) -> IterationStats:
         cfg = self.cfg
@@ -235,24 +266,29 @@ class _Worker:
                 self._ensure(info)
             if self.training:
                 loss = self.loss_fn(out, target)
+                # Each server learns in a mask which gradients are real; when no worker had
+                # one it leaves the parameter alone, as torch.optim does for grad None. Eager
+                # update: the mask goes before the backward (the parameters the loss reaches),
+                # so the server can update each parameter as its gradients land.
+                eager = cfg.update == "eager"
+                masks, predicted = [], set()
+                if eager:
+                    predicted = _reached_params(loss, self.by_id)
+                    masks = self._send_masks(predicted)
                 b0 = now()
                 loss.backward()
                 b1 = now()
                 st.backward = [_ms(b0, t0), _ms(b1, t0)]
                 self.compute.append(["backward", st.backward[0], st.backward[1]])
-                # A parameter without a gradient this iteration: push zeros, and tell its
-                # server in a mask which gradients were real; when no worker had one the
-                # server leaves the parameter alone, as torch.optim does for grad None.
+                # A parameter without a gradient this iteration: push zeros.
                 real = set(self.pushes)
+                if eager:
+                    self._check_prediction(predicted, real, it)
                 for info in self.infos:
                     if info.param.requires_grad and info.index not in self.pushes:
                         self._send_grad(info, torch.zeros_like(info.param))
-                masks = []
-                for s in range(cfg.num_ps):
-                    mask = torch.tensor([1 if i.index in real else 0 for i in self.trainable_of[s]],
-                                        dtype=torch.uint8)
-                    if len(mask):
-                        masks.append((s, dist.isend(mask, s, tag=self.ctrl_tag + 2), mask))
+                if not eager:
+                    masks = self._send_masks(real)
                 for t in self.pushes.values():
                     t.wait(self.ctx)
                 for s, w, _ in masks:
@@ -279,6 +315,22 @@ class _Worker:
 # Server
 
 
+def _reached_params(loss: torch.Tensor, by_id: Dict[int, ParamInfo]) -> set:
+    """Indices of the parameters the backward of `loss` accumulates into: the AccumulateGrad
+    nodes reachable from loss.grad_fn."""
+    out, seen, stack = set(), set(), [loss.grad_fn]
+    while stack:
+        fn = stack.pop()
+        if fn is None or fn in seen:
+            continue
+        seen.add(fn)
+        var = getattr(fn, "variable", None)
+        if var is not None and id(var) in by_id:
+            out.add(by_id[id(var)].index)
+        stack.extend(nxt for nxt, _ in fn.next_functions)
+    return out
+
+
 def _make_optimizer(cfg: PSConfig, params: List[torch.Tensor]):
     if not params:
         return None
@@ -299,7 +351,15 @@ class _Server:
         self.workers = list(range(cfg.num_ps, world))
         self.training = cfg.mode == "training"
         self.trainable = [i for i in self.owned if i.param.requires_grad]
-        self.opt = _make_optimizer(cfg, [i.param for i in self.trainable]) if self.training else None
+        self.eager = self.training and cfg.update == "eager"
+        self.opt = _make_optimizer(cfg, [i.param for i in self.trainable]) if self.training and not self.eager else None
+        # eager: one optimizer per parameter (torch.optim's state is per parameter, so the
+        # arithmetic is that of one optimizer over all of them)
+        self.opts = {i.index: _make_optimizer(cfg, [i.param]) for i in self.trainable} if self.eager else {}
+        self.grad_watch = Watcher(ctx, "grads")
+        # gradients arrive in about the backward order: the watcher gets them in that order
+        # (matters only without futures, where it waits them one by one in that order)
+        self.grad_order = list(reversed(self.trainable))
         self.bufs = {(w, i.index): torch.empty_like(i.param.data, memory_format=torch.contiguous_format)
                      for w in self.workers for i in self.trainable} if self.training else {}
         for i in self.owned:
@@ -330,6 +390,8 @@ class _Server:
                     work = dist.isend(info.param.data, w, tag=info.pull_tag)
                 sends.append((info, w, now(), work))
         recvs, masks = [], []
+        if self.eager:
+            return self._eager_rest(it, st, t0, sends)
         if self.training:
             for w in self.workers:
                 for info in self.trainable:
@@ -338,9 +400,7 @@ class _Server:
                 if self.trainable:
                     mask = torch.zeros(len(self.trainable), dtype=torch.uint8)
                     masks.append((w, mask, dist.irecv(mask, src=w, tag=self.ctrl_tag + 2)))
-        for info, w, issued, work in sends:
-            wait_work(ctx, work, f"send of {info.name!r}", w)
-            st.sends.append([info.name, w, _ms(issued, t0), _ms(now(), t0)])
+        self._wait_sends(st, t0, sends)
         if self.training:
             for info, w, posted, work in recvs:
                 wait_work(ctx, work, f"receive of the gradient of {info.name!r}", w)
@@ -365,6 +425,86 @@ class _Server:
                 self.opt.step()
                 self.opt.zero_grad(set_to_none=True)
             st.update = [_ms(u0, t0), _ms(now(), t0)]
+            st.update_busy_ms = st.update[1] - st.update[0]
+        st.iter_ms = _ms(now(), t0)
+        return st
+
+    def _wait_sends(self, st: ServerIterationStats, t0: float, sends) -> None:
+        for info, w, issued, work in sends:
+            wait_work(self.ctx, work, f"send of {info.name!r}", w)
+            st.sends.append([info.name, w, _ms(issued, t0), _ms(now(), t0)])
+
+    def _eager_rest(self, it: int, st: ServerIterationStats, t0: float, sends) -> ServerIterationStats:
+        """Training with update='eager': receive the workers' masks (sent before their
+        backward), then update each parameter as soon as all workers' gradients of it have
+        arrived, in arrival order."""
+        ctx, cfg = self.ctx, self.cfg
+        pos = {info.index: k for k, info in enumerate(self.trainable)}
+        left = {info.index: len(self.workers) for info in self.trainable}
+        lock = threading.Lock()
+        ready: "queue.Queue" = queue.Queue()
+
+        def landed(t: Transfer) -> None:
+            if t.error is not None:
+                ready.put(t)
+                return
+            with lock:
+                left[t.key] -= 1
+                last = left[t.key] == 0
+            if last:
+                ready.put(t.key)
+
+        masks = []
+        for w in self.workers:
+            if self.trainable:
+                mask = torch.zeros(len(self.trainable), dtype=torch.uint8)
+                masks.append((w, mask, dist.irecv(mask, src=w, tag=self.ctrl_tag + 2)))
+        transfers = []
+        for info in self.grad_order:
+            for w in self.workers:
+                work = dist.irecv(self.bufs[(w, info.index)], src=w, tag=info.push_tag)
+                t = Transfer(work, w, f"receive of the gradient of {info.name!r}", key=info.index, on_done=landed)
+                transfers.append((info, t))
+        for _, t in transfers:
+            self.grad_watch.watch(t)
+        self._wait_sends(st, t0, sends)
+        has_grad = torch.zeros(len(self.trainable), dtype=torch.uint8)
+        for w, mask, work in masks:
+            wait_work(ctx, work, "receive of the gradient mask", w)
+            has_grad |= mask
+        by_index = {info.index: info for info in self.trainable}
+        scale = 1.0 / len(self.workers) if cfg.reduce == "mean" else 1.0
+        busy, first, last_end = 0.0, None, None
+        for _ in range(len(self.trainable)):
+            try:
+                item = ready.get(timeout=ctx.timeout)
+            except queue.Empty:
+                t = next(t for _, t in transfers if t.done_at is None)
+                raise ctx.error(t.what, t.peer, None, t.posted, timed_out=True) from None
+            if isinstance(item, Transfer):
+                item.wait(ctx)          # raises the PeerError
+            info = by_index[item]
+            u0 = now()
+            first = u0 if first is None else first
+            if has_grad[pos[item]]:
+                g = self.bufs[(self.workers[0], item)].clone()
+                for w in self.workers[1:]:
+                    g.add_(self.bufs[(w, item)])
+                if scale != 1.0:
+                    g.mul_(scale)
+                info.param.grad = g
+                opt = self.opts[item]
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            else:                        # no worker had a gradient: skip, like grad None
+                info.param.grad = None
+            last_end = now()
+            busy += last_end - u0
+        for info, t in transfers:
+            st.grads.append([info.name, t.peer, _ms(t.posted, t0), _ms(t.done_at, t0)])
+        if first is not None:
+            st.update = [_ms(first, t0), _ms(last_end, t0)]
+        st.update_busy_ms = busy * 1e3
         st.iter_ms = _ms(now(), t0)
         return st
 
@@ -502,8 +642,11 @@ def _run(model_fn, data_fn, cfg: PSConfig, ctx: Context, store, rank: int, world
                        priorities_reason=prio.reason)
     if is_server:
         server = _Server(ctx, cfg, infos, plan, prio, ctrl_tag, world)
-        for it in range(cfg.iters):
-            result.server_stats.append(server.iteration(it))
+        try:
+            for it in range(cfg.iters):
+                result.server_stats.append(server.iteration(it))
+        finally:
+            server.grad_watch.close()
         result.params = {i.name: i.param.detach().clone() for i in server.owned}
         store.set(f"sstats/{rank}", json.dumps([s.to_json() for s in result.server_stats]))
         if cfg.gather_params:

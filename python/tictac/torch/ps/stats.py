@@ -109,7 +109,8 @@ class ServerIterationStats:
     iter_ms: float = 0.0
     sends: List[List[Any]] = field(default_factory=list)     # [param, worker_rank, issued_ms, done_ms]
     grads: List[List[Any]] = field(default_factory=list)     # [param, worker_rank, posted_ms, arrived_ms]
-    update: Optional[List[float]] = None                     # [start_ms, end_ms]
+    update: Optional[List[float]] = None                     # [start_ms, end_ms] of the updates
+    update_busy_ms: float = 0.0                              # time spent updating (eager: the sum)
 
     def to_json(self) -> Dict[str, Any]:
         return asdict(self)
@@ -166,7 +167,8 @@ def write_chrome_trace(path: str, worker_stats: Sequence[IterationStats],
         for name, w, a, b in s.grads:
             x(s.rank, "grad", f"{name} <- {w}", s.t0_unix, a, b)
         if s.update:
-            x(s.rank, "update", "optimizer.step", s.t0_unix, s.update[0], s.update[1])
+            x(s.rank, "update", "optimizer.step", s.t0_unix, s.update[0], s.update[1],
+              {"busy_ms": s.update_busy_ms})
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
 
