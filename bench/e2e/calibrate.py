@@ -16,7 +16,13 @@ Measured per worker and iteration (medians over all of them):
 - rate_Bps: the PS uplink's effective rate: bytes pulled by all workers in the iteration over
   [the server's first send issued, the last pull arrived] (the sends are all issued at once, so
   the uplink is never idle in that window).
-- update_ms: the server's optimizer step (training; the trace's "update" events).
+- cluster_makespan_ms (not an input: the measurement to compare the simulator with): from the
+  servers' first send of the iteration to its end on every rank (the workers' last compute or
+  push; the servers' last update), the window the simulator's iteration covers. A worker's
+  own iter_ms also holds its wait for the slowest worker and the servers (it starts when its
+  previous iteration ended there).
+- update_ms: the server's time spent updating (training; the trace's "update" events: their
+  busy_ms, the sum over the per-parameter updates of update="eager", else their duration).
 """
 
 from __future__ import annotations
@@ -42,7 +48,7 @@ def measure(jsonl: str, trace: str) -> Dict[str, Any]:
     fwd = [(r["forward"][1] - r["forward"][0]) - r.get("stall_ms", 0.0) for r in meas if r.get("forward")]
     bwd = [r["backward"][1] - r["backward"][0] for r in meas if r.get("backward")]
     out: Dict[str, Any] = {"forward_busy_ms": _med(fwd), "backward_ms": _med(bwd), "rate_Bps": None,
-                           "update_ms": None}
+                           "update_ms": None, "cluster_makespan_ms": None}
     try:
         with open(trace, encoding="utf-8") as f:
             ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
@@ -55,7 +61,7 @@ def measure(jsonl: str, trace: str) -> Dict[str, Any]:
     for e in ev:
         if e.get("tid") == 1 and e["name"].startswith("iter "):
             win.setdefault(int(e["name"].split()[1]), {})[e["pid"]] = (e["ts"], e["ts"] + e["dur"])
-    rates, updates = [], []
+    rates, updates, spans = [], [], []
     for it in sorted(measured_iters):
         ranks = win.get(it, {})
         srv = [ranks[p] for p in servers if p in ranks]
@@ -77,10 +83,15 @@ def measure(jsonl: str, trace: str) -> Dict[str, Any]:
                 nbytes += b
         if first_send is not None and arr and max(arr) > first_send:
             rates.append(nbytes / ((max(arr) - first_send) / 1e6))
+            # the iteration as the simulator sees it: from the first send to the end of the
+            # iteration everywhere (the workers' ends; the servers' last update in training)
+            spans.append((max(e for _, e in ranks.values()) - first_send) / 1e3)
         for e in ev:
             if e["pid"] in servers and e.get("tid") == 7 and lo <= e["ts"] < hi:
-                updates.append(e["dur"] / 1e3)
+                busy = (e.get("args") or {}).get("busy_ms")      # eager updates: the summed time
+                updates.append(busy if busy else e["dur"] / 1e3)
     out["rate_Bps"] = _med(rates)
+    out["cluster_makespan_ms"] = _med(spans)
     out["update_ms"] = _med(updates)
     return out
 

@@ -43,7 +43,7 @@ EXTRA_COLUMNS = ["a_measured", "rate_mbit", "net_mode", "image_size", "batch", "
                  "iters", "param_mb", "calib_compute_ms", "straggler_max_over_mean", "iter_ms_mean",
                  "iter_ms_var", "comm_ms", "compute_ms", "stall_ms", "efficiency_train_py",
                  "sim_iter_ms_p95", "sim_efficiency", "sim_spread_ms", "sim_speedup_vs_random",
-                 "policy_used", "job_s", "status", "sim_inputs", "sim_nominal_makespan_ms"]
+                 "policy_used", "job_s", "status", "sim_inputs", "sim_nominal_makespan_ms", "cluster_makespan_ms"]
 
 # ------------------------------------------------------------------------------------------
 # helpers
@@ -303,6 +303,7 @@ def calibrate_rows(rows: List[Dict[str, Any]], a: argparse.Namespace, tictac: st
             log(f"  note: {model} {mode}: no measured forward time; the simulator keeps nominal inputs")
             continue
         for r, m in zip(sel, ms):
+            r["cluster_makespan_ms"] = m.get("cluster_makespan_ms")
             sj = si
             if per_job:
                 sj = calibrate.sim_inputs(calibrate.pool([m]), r0["sim_graph"], mode, int(r0["param_mb"] * 1e6),
