@@ -3,11 +3,14 @@
 Runs the same (model, mode) with policy fifo and each other --policies (default tic, tac) on a
 fast unshaped-rate link (--rate, default 10gbit, no calibration) with a model and image size
 where comm is far smaller than compute (default squeezenet1_1 at 224x224: a ~ 0.03-0.06).
-Jobs are interleaved in --rounds rounds (fifo, tic, tac, then tac, tic, fifo, ...: ABBA, so a
-drift of the machine's load hits both sides alike); in each round two ratios are taken between
-the jobs of that round: fifo's median iteration time / the policy's (the verdict: robust to the
-single slow iterations a loaded machine gives every job), and throughput(policy) /
-throughput(fifo) (sum of iteration times: includes those). Prints per policy the median of
+Jobs are interleaved in --rounds rounds (fifo, tic, tac, fifo, then fifo, tac, tic, fifo, ...:
+fifo at both ends, so a drift of the machine's load hits both sides alike); in each round two
+ratios are taken between the jobs of that round: the mean of the two fifo jobs' median
+iteration times / the policy's (the verdict: robust to the single slow iterations a loaded
+machine gives every job), and throughput(policy) / mean throughput(fifo) (sum of iteration
+times: includes those). The round's second fifo job against its first is an A/A control: its
+spread is the noise floor of the machine, printed first. A policy whose order equals fifo's
+for the model (TIC on a chain) is said to be so. Prints per policy the median of
 each ratio over rounds, min and max, and whether the median-iteration ratio is within the
 target (TicTac costs at most --overhead-target, default 2%, i.e. ratio >= 0.98). Writes overhead.csv (one row per
 job) and overhead.json (the ratios) in --out.
@@ -26,7 +29,7 @@ import run_e2e as e2e
 
 DEFAULT_MODEL = "squeezenet1_1"
 DEFAULT_IMAGE = 224
-JOB_COLUMNS = ["round", "model", "mode", "policy", "a", "a_measured", "throughput", "iter_ms_median",
+JOB_COLUMNS = ["round", "slot", "model", "mode", "policy", "a", "a_measured", "throughput", "iter_ms_median",
                "iter_ms_p95", "stall_ms", "rate_mbit", "net_mode", "image_size", "batch", "iters", "job_s",
                "status"]
 
@@ -47,6 +50,15 @@ def apply_defaults(a, dflt) -> None:
     a.no_calibrate = True
 
 
+def _first_order(jsonl) -> Any:
+    """The expected order of the first record of a job (None when unreadable)."""
+    try:
+        with open(jsonl, encoding="utf-8") as f:
+            return json.loads(f.readline()).get("expected_order")
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 def summarize(ratios: List[float], target: float) -> Dict[str, Any]:
     med = statistics.median(ratios)
     return {"ratios": ratios, "median": med, "min": min(ratios), "max": max(ratios),
@@ -58,7 +70,7 @@ def run(a, cluster_cls, setups: List[Dict[str, Any]], out: str, pythonpath: str,
     job ran (whether or not the target is met: that is reported, not an error)."""
     hosts = a.workers + a.ps
     rate = e2e.rate_bytes(a.rate)
-    jobs_per_round = len(setups) * (1 + len(a.policies))
+    jobs_per_round = len(setups) * (2 + len(a.policies))
     total = jobs_per_round * a.rounds
     e2e.log(f"== overhead check: fifo vs {', '.join(a.policies)}, {a.rounds} interleaved rounds, "
             f"{a.warmup} warm-up + {a.iters} measured iterations per job, rate {a.rate} ({net_note})")
@@ -76,19 +88,22 @@ def run(a, cluster_cls, setups: List[Dict[str, Any]], out: str, pythonpath: str,
     cluster.open()
     try:
         for rnd in range(a.rounds):
-            seq = ["fifo"] + list(a.policies)
+            mid = list(a.policies)
             if rnd % 2:
-                seq.reverse()
+                mid.reverse()
+            seq = [("fifo", "a")] + [(p, "") for p in mid] + [("fifo", "b")]   # fifo at both ends
             for s in setups:
-                for pol in seq:
+                for pol, slot in seq:
                     k += 1
                     el = time.monotonic() - t_start
                     eta = f", ETA {e2e.fmt_dur(el / (k - 1) * (total - k + 1))}" if k > 1 else ""
                     e2e.log(f"[{k}/{total}] round {rnd + 1}: {s['model']} {s['mode']} {pol} (a={s['a']:.3f}) ... "
                             f"(elapsed {e2e.fmt_dur(el)}{eta})")
                     row, _ = e2e.run_job(cluster, s, pol, a, out, pythonpath,
-                                         tag=f"{s['model']}_{s['mode']}_{pol}_r{rnd}")
+                                         tag=f"{s['model']}_{s['mode']}_{pol}{slot}_r{rnd}")
                     row["round"] = rnd
+                    row["slot"] = slot
+                    row["order"] = _first_order(row.get("jsonl"))
                     failed += row["status"] != "ok"
                     rows.append(row)
     finally:
@@ -99,14 +114,20 @@ def run(a, cluster_cls, setups: List[Dict[str, Any]], out: str, pythonpath: str,
     lines = []
     for s in setups:
         mine = [r for r in rows if r["model"] == s["model"] and r["mode"] == s["mode"] and r["status"] == "ok"]
-        for pol in a.policies:
-            ratios, iter_ratios = [], []
+        for pol in ["fifo"] + list(a.policies):
+            ratios, iter_ratios, same = [], [], []
             for rnd in range(a.rounds):
-                f = next((r for r in mine if r["round"] == rnd and r["policy"] == "fifo"), None)
-                p = next((r for r in mine if r["round"] == rnd and r["policy"] == pol), None)
+                fa = next((r for r in mine if r["round"] == rnd and r["slot"] == "a"), None)
+                fb = next((r for r in mine if r["round"] == rnd and r["slot"] == "b"), None)
+                if pol == "fifo":        # the A/A control: the round's second fifo job against its first
+                    f, p = ([fa], fb) if fa and fb else (None, None)
+                else:                    # against both fifo jobs of the round
+                    f = [x for x in (fa, fb) if x]
+                    p = next((r for r in mine if r["round"] == rnd and r["policy"] == pol), None)
                 if f and p:
-                    ratios.append(p["throughput"] / f["throughput"])
-                    iter_ratios.append(f["iter_ms_median"] / p["iter_ms_median"])
+                    ratios.append(p["throughput"] / statistics.mean(x["throughput"] for x in f))
+                    iter_ratios.append(statistics.mean(x["iter_ms_median"] for x in f) / p["iter_ms_median"])
+                    same.append(p.get("order") is not None and p.get("order") == f[0].get("order"))
             if not ratios:
                 lines.append(f"{s['model']:>14} {s['mode']:<9} {pol:<4}: no complete round")
                 continue
@@ -115,10 +136,19 @@ def run(a, cluster_cls, setups: List[Dict[str, Any]], out: str, pythonpath: str,
             a_meas = [r["a_measured"] for r in mine if r.get("a_measured") is not None]
             cfg = {"model": s["model"], "mode": s["mode"], "policy": pol, "a": s["a"],
                    "a_measured_median": statistics.median(a_meas) if a_meas else None,
-                   "throughput_ratio": sm, "iter_median_ratio": sm_it}
+                   "throughput_ratio": sm, "iter_median_ratio": sm_it, "same_order_as_fifo": all(same)}
+            if pol == "fifo":
+                result["aa_control"] = result.get("aa_control", []) + [cfg]
+                lines.append(f"{s['model']:>14} {s['mode']:<9} A/A control (fifo vs fifo, the noise floor): "
+                             f"median-iteration ratio {sm_it['median']:.4f} (min {sm_it['min']:.4f}, max "
+                             f"{sm_it['max']:.4f}); throughput ratio {sm['median']:.4f}")
+                continue
             result["configs"].append(cfg)
             verdict = "within" if sm_it["within_target"] else "NOT within"
             a_m = cfg["a_measured_median"] if cfg["a_measured_median"] is not None else float("nan")
+            if cfg["same_order_as_fifo"]:
+                lines.append(f"{s['model']:>14} {s['mode']:<9} note: {pol}'s order is fifo's for this model: any "
+                             f"difference below is the runtime's, or noise")
             lines.append(f"{s['model']:>14} {s['mode']:<9} {pol}/fifo: median-iteration ratio {sm_it['median']:.4f} "
                          f"(min {sm_it['min']:.4f}, max {sm_it['max']:.4f}) -> costs {sm_it['cost_pct']:+.2f}%, "
                          f"{verdict} {a.overhead_target * 100:g}%; throughput ratio {sm['median']:.4f} (min "

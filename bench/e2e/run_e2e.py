@@ -437,13 +437,13 @@ def run_job(cluster, s: Dict[str, Any], pol: str, a: argparse.Namespace, out: st
             os.remove(f)
     cmd = [sys.executable, "-m", "tictac.torch.train", "--model", s["spec"], "--policy", pol,
            "--mode", s["mode"], "--iters", str(a.iters + a.warmup), "--warmup", str(a.warmup),
-           "--num-ps", str(K), "--batch", str(a.batch), "--image-size", str(s["image"]),
+           "--num-ps", str(K), "--batch", str(s["batch"]), "--image-size", str(s["image"]),
            "--num-classes", str(a.num_classes), "--backend", "tictac", "--threads", str(a.threads),
            "--seed", str(a.seed), "--log-json", jsonl, "--trace", trace, "--summary-json", summ,
            "--quiet"]
     row = {"model": s["model"], "mode": s["mode"], "policy": pol, "a": s["a"],
            "rate_mbit": int(round(s["rate_bps"] * 8 / 1e6)), "net_mode": net_mode,
-           "image_size": s["image"], "batch": a.batch, "workers": W, "ps": K, "iters": a.iters,
+           "image_size": s["image"], "batch": s["batch"], "workers": W, "ps": K, "iters": a.iters,
            "param_mb": s["param_bytes"] / 1e6, "calib_compute_ms": s["calib_ms"], "status": "ok"}
     t0 = time.monotonic()
     try:
@@ -460,7 +460,7 @@ def run_job(cluster, s: Dict[str, Any], pol: str, a: argparse.Namespace, out: st
             log(f"      {line}")
     if row["status"] == "ok":
         try:
-            d = analyse(jsonl, a.batch)
+            d = analyse(jsonl, s["batch"])
         except (OSError, ValueError, KeyError) as e:
             row["status"] = "failed"
             log(f"    FAILED to read {jsonl}: {e}")
@@ -510,6 +510,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--no-calibrate", action="store_true", help="run every job at --rate")
     ap.add_argument("--max-rate", default="10gbit", help="calibration never goes above this")
     ap.add_argument("--min-rate", default="10mbit", help="calibration never goes below this")
+    ap.add_argument("--max-batch", type=int, default=64,
+                    help="when even --max-rate leaves a above the target, calibration raises the per-worker "
+                         "batch up to this (compute grows with it); --max-batch 0: never")
     ap.add_argument("--threads", type=int, default=1, help="torch threads per rank")
     ap.add_argument("--loopback", action="store_true", help="no namespaces (links unshaped)")
     ap.add_argument("--job-timeout", type=float, default=900.0)
@@ -569,9 +572,10 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def print_table(rows: List[Dict[str, Any]]) -> str:
     cols = [("model", "model"), ("mode", "mode"), ("policy", "policy"), ("a", "a"), ("rate", "rate_mbit"),
-            ("samples/s", "throughput"), ("iter med ms", "iter_ms_median"), ("p95 ms", "iter_ms_p95"),
-            ("spread ms", "straggler_spread_ms"), ("max/mean", "straggler_max_over_mean"), ("E", "efficiency"),
-            ("speedup", "speedup_vs_random"), ("sim ms", "sim_makespan_ms"), ("meas ms", "measured_makespan_ms")]
+            ("batch", "batch"), ("samples/s", "throughput"), ("iter med ms", "iter_ms_median"),
+            ("p95 ms", "iter_ms_p95"), ("spread ms", "straggler_spread_ms"), ("max/mean", "straggler_max_over_mean"),
+            ("E", "efficiency"), ("speedup", "speedup_vs_random"), ("sim ms", "sim_makespan_ms"),
+            ("meas ms", "measured_makespan_ms"), ("cluster ms", "cluster_makespan_ms")]
 
     def cell(r, k):
         v = r.get(k)
@@ -643,13 +647,28 @@ def main(argv=None) -> int:
                 rate = min(max(want, rate_bytes(a.min_rate)), rate_bytes(a.max_rate))
                 rate = rate_bytes(rate_str(rate))    # what tc will run at (whole mbit)
             ratio = load / rate / (c_ms / 1e3)
+            batch = a.batch
+            if (not a.no_calibrate and ratio > 1.05 * a.target_ratio and a.max_batch > a.batch
+                    and rate >= rate_bytes(a.max_rate)):
+                # the link cannot be slowed further at the top of the range: add compute instead
+                # (a larger batch), as the paper's harness did; re-timed at the new batch
+                batch = min(a.max_batch, math.ceil(a.batch * ratio / a.target_ratio))
+                try:
+                    _, c_ms = profile_model(spec, mode, batch, image, a.num_classes, a.threads)
+                except Exception as e:  # e.g. out of memory: keep the batch that worked
+                    log(f"note: {name} {mode}: batch {batch} could not be profiled ({type(e).__name__}: {e}); "
+                        f"keeping batch {a.batch}")
+                    batch = a.batch
+                ratio = load / rate / (c_ms / 1e3)
             setups.append({"model": name, "spec": spec, "image": image, "mode": mode, "rate_bps": rate,
-                           "a": ratio, "param_bytes": nbytes, "calib_ms": c_ms})
+                           "a": ratio, "param_bytes": nbytes, "calib_ms": c_ms, "batch": batch})
             clamp = ""
             if not a.no_calibrate and abs(ratio - a.target_ratio) > 0.05 * a.target_ratio:
-                clamp = f" (target {a.target_ratio:g} not reachable within [{a.min_rate}, {a.max_rate}])"
+                clamp = (f" (target {a.target_ratio:g} not reachable within [{a.min_rate}, {a.max_rate}], "
+                         f"batch <= {max(a.batch, a.max_batch)})")
+            bnote = f", batch raised to {batch}/worker" if batch != a.batch else ""
             log(f"calibrate {name:>12} {mode:<9}: params {nbytes / 1e6:.1f} MB, compute {c_ms:.0f} ms/iter "
-                f"(1 thread, here) -> rate {rate_str(rate)}, a = {ratio:.2f}{clamp}")
+                f"(1 thread, here) -> rate {rate_str(rate)}{bnote}, a = {ratio:.2f}{clamp}")
 
     if a.overhead:
         import overhead
@@ -683,7 +702,7 @@ def main(argv=None) -> int:
             if d is not None:
                 details[(s["model"], s["mode"], pol)] = d
             if not a.no_sim:
-                g = graph_for(s["spec"], a.batch, s["image"], a.num_classes, os.path.join(out, "graphs"),
+                g = graph_for(s["spec"], s["batch"], s["image"], a.num_classes, os.path.join(out, "graphs"),
                               a.threads, pythonpath)
                 sim = simulate(tictac, g, pol, s["mode"], W, K, s["rate_bps"], a.iters) if g else None
                 if sim:      # the nominal prediction; replaced below by the calibrated one
@@ -731,7 +750,8 @@ def main(argv=None) -> int:
         log(f"warning: plots failed: {type(e).__name__}: {e}")
         plots = []
     log("")
-    log(f"== results ({net_note}; batch {a.batch}/worker, {W} workers, {K} server(s), "
+    log(f"== results ({net_note}; batch {a.batch}/worker unless raised by the calibration (column batch), "
+        f"{W} workers, {K} server(s), "
         f"{a.iters} measured iterations; a = N/C, N = max(1, W/K) x param bytes / rate, "
         f"C = compute per iteration timed here)")
     log(table)
