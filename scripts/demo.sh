@@ -3,7 +3,9 @@
 # cluster, random vs TIC vs TAC, next to the simulator's prediction.
 #   VGG-16 at 32x32 images, batch 8 per worker, 1 server + 2 workers (one network namespace per
 #   rank, tbf-shaped links), link rate calibrated from 1 Gbit/s towards a = N/C = 1 (capped at
-#   10 Gbit/s), inference and training, 1 warm-up + 3 measured iterations per job.
+#   10 Gbit/s; where that is not enough, inference, the batch is raised towards a = 1, at most
+#   32 per worker), inference and training, 1 warm-up + 3 measured iterations per job; the
+#   simulator's prediction uses inputs measured in each job (bench/e2e/calibrate.py).
 # Prints the table and the paths of the plots; writes results/demo.csv (and results/demo/).
 # Usage: scripts/demo.sh [build-folder]     Environment: DEMO_ARGS="..." adds/overrides flags.
 # Without root / network namespaces the launcher falls back to loopback: the output then says
@@ -31,7 +33,7 @@ status=0
 # shellcheck disable=SC2086
 "$py" bench/e2e/run_e2e.py --models vgg16 --image-size 32 --batch 8 --workers 2 --ps 1 \
   --modes inference,training --policies random,tic,tac --iters 3 --warmup 1 \
-  --rate 1gbit --target-ratio 1.0 --min-rate 1gbit --max-rate 10gbit --build "$build" \
+  --rate 1gbit --target-ratio 1.0 --min-rate 1gbit --max-rate 10gbit --max-batch 32 --build "$build" \
   --out results/demo ${DEMO_ARGS:-} || status=$?
 if [ -f results/demo/results.csv ]; then
   cp results/demo/results.csv results/demo.csv

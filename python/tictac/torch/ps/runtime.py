@@ -487,7 +487,10 @@ class _Server:
             u0 = now()
             first = u0 if first is None else first
             if has_grad[pos[item]]:
-                g = self.bufs[(self.workers[0], item)].clone()
+                # summed in place into the first worker's buffer: it is next written by the
+                # next iteration's receive, posted after this update (the optimizers keep no
+                # reference to a gradient), so the copy bulk makes is not needed here
+                g = self.bufs[(self.workers[0], item)]
                 for w in self.workers[1:]:
                     g.add_(self.bufs[(w, item)])
                 if scale != 1.0:
