@@ -654,11 +654,16 @@ def main(argv=None) -> int:
                 # (a larger batch), as the paper's harness did; re-timed at the new batch
                 batch = min(a.max_batch, math.ceil(a.batch * ratio / a.target_ratio))
                 try:
-                    _, c_ms = profile_model(spec, mode, batch, image, a.num_classes, a.threads)
+                    _, c2 = profile_model(spec, mode, batch, image, a.num_classes, a.threads)
                 except Exception as e:  # e.g. out of memory: keep the batch that worked
                     log(f"note: {name} {mode}: batch {batch} could not be profiled ({type(e).__name__}: {e}); "
                         f"keeping batch {a.batch}")
-                    batch = a.batch
+                    batch, c2 = a.batch, c_ms
+                if c2 < 1.1 * c_ms:      # compute did not grow with the batch (memory-bound layers)
+                    log(f"note: {name} {mode}: batch {batch} takes {c2:.0f} ms, batch {a.batch} {c_ms:.0f} ms: "
+                        f"a larger batch adds no compute here; keeping batch {a.batch}")
+                    batch, c2 = a.batch, c_ms
+                c_ms = c2
                 ratio = load / rate / (c_ms / 1e3)
             setups.append({"model": name, "spec": spec, "image": image, "mode": mode, "rate_bps": rate,
                            "a": ratio, "param_bytes": nbytes, "calib_ms": c_ms, "batch": batch})
