@@ -138,7 +138,7 @@ def _priority_order(rank, world, use_context):
             w = dist.irecv(bufs[t], 0, tag=t)
             w.get_future().then(lambda _f, t=t: order.append(t))
             works.append(w)
-        blocker = torch.zeros(32 << 20)
+        blocker = torch.zeros(2 << 20)
         bw = dist.irecv(blocker, 0, tag=100)
         dist.barrier()
         bw.wait()
@@ -151,9 +151,13 @@ def _priority_order(rank, world, use_context):
         return {"order": order, "data_ok": ok}
     data = [torch.full((size,), float(t)) for t in range(n)]
     dist.barrier()
-    # A large first send keeps the link busy while the others queue up behind it.
+    # A first send (8 MiB, ~80 ms at the test's rate limit) keeps the link busy while the others
+    # queue up behind it. The pause lets its rendezvous (RTS, READY) finish first: a transfer
+    # still waiting for READY holds no window slot, so without it the next send could start
+    # ahead of it and the test would measure the race, not the order.
     with tt.priority(-100):
-        blocker = dist.isend(torch.ones(32 << 20), 1, tag=100)
+        blocker = dist.isend(torch.ones(2 << 20), 1, tag=100)
+    time.sleep(0.02)
     works = []
     if use_context:
         for t in range(n):
@@ -171,7 +175,7 @@ def _priority_order(rank, world, use_context):
 
 @pytest.mark.parametrize("use_context", [False, True])
 def test_sends_leave_in_priority_order(use_context):
-    env = {"TICTAC_WINDOW": "1", "TICTAC_EAGER_BYTES": "0"}
+    env = {"TICTAC_WINDOW": "1", "TICTAC_EAGER_BYTES": "0", "TICTAC_RATE_LIMIT": "100M"}
     res = run_ranks(_priority_order, world=2, env=env, args=(use_context,))
     assert res[1]["data_ok"]
     assert res[1]["order"] == [5, 4, 3, 2, 1, 0], res[1]["order"]
