@@ -74,6 +74,20 @@ class Endpoint {
   // until on_sent(cookie). resource_exhausted = no capacity (nothing queued); other errors mean
   // the endpoint is unusable.
   virtual Status post(const wire::Header& header, const std::byte* payload, std::uint64_t cookie) = 0;
+  // Zero-copy hook, called by the core when it binds the rendezvous message `msg_id` (the
+  // peer's number) to a receive, just before it posts that message's READY: the message's
+  // `length` bytes will land at `data`. A backend that can let the peer write them there
+  // directly (verbs: RDMA WRITE) prepares that, carries what the peer needs with the READY, and
+  // returns true; the bytes may then arrive without passing through on_header's Destination
+  // copy, and the buffer may be written until the message's last DATA frame or its ABORT was
+  // delivered (so the core must not complete a cancelled receive before then). false (the
+  // default) = the frames carry the payload as usual.
+  virtual bool export_destination(std::uint64_t msg_id, std::byte* data, std::uint64_t length) {
+    (void)msg_id;
+    (void)data;
+    (void)length;
+    return false;
+  }
   // Closes the connection now; drops unsent frames; no sink calls after this returns.
   virtual void close() = 0;
   // For messages: "tcp 127.0.0.1:40000 -> 127.0.0.1:5000".

@@ -219,6 +219,12 @@ bool Connection::cancel(Request* req) {
   }
   for (auto& [msg_id, m] : in_) {
     if (m.recv != req) continue;
+    if (m.exported) {
+      // The peer may be writing into the buffer right now (zero-copy): it is ours again only
+      // once the message landed or was aborted.
+      m.cancel_pending = true;
+      return true;
+    }
     if (m.frame_in_progress) {
       m.cancel_pending = true;  // completes when the chunk now landing in its buffer is done
       return true;
@@ -478,6 +484,7 @@ void Connection::bind_in(std::uint64_t msg_id, InMsg& m, Request* req) {
     m.pool.reset();
   }
   if (!m.eager) {
+    m.exported = m.total > 0 && endpoint_->export_destination(msg_id, req->data(), m.total);
     Header r;
     r.type = FrameType::ready;
     r.msg_id = msg_id;
@@ -492,7 +499,7 @@ void Connection::handle_data(const Header& h) {
   InMsg& m = in_.at(h.msg_id);
   m.received += h.length;
   m.frame_in_progress = false;
-  if (m.cancel_pending) {
+  if (m.cancel_pending && !m.exported) {
     Request* req = m.recv;
     m.recv = nullptr;
     m.discard = true;
@@ -514,9 +521,18 @@ void Connection::settle_in(std::uint64_t msg_id) {
   Request* req = m.recv;
   const std::uint64_t total = m.total;
   const bool eager = m.eager;
+  const bool cancelled = m.cancel_pending;  // an exported receive cancelled while it landed
   in_.erase(it);
   if (eager) return_credit(total);
-  if (req != nullptr) host_.finish(req, Status::Ok(), total, id_);
+  if (req != nullptr && cancelled) {
+    host_.finish(req,
+                 Status(StatusCode::cancelled,
+                        "receive cancelled (its buffer was exported for zero-copy writes by the "
+                        "peer, so it completed once the message had landed)"),
+                 0, id_);
+  } else if (req != nullptr) {
+    host_.finish(req, Status::Ok(), total, id_);
+  }
 }
 
 void Connection::return_credit(std::uint64_t bytes) {

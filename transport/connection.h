@@ -114,6 +114,7 @@ class Connection final : public EndpointSink {
     bool discard = false;                    // receive gone (cancelled/too small): drop the bytes
     bool frame_in_progress = false;          // a DATA payload is landing in recv's buffer
     bool cancel_pending = false;             // cancel() arrived while it was landing
+    bool exported = false;                   // the backend lets the peer write into recv's buffer
   };
   struct ControlFrame {
     wire::Header header;

@@ -349,7 +349,7 @@ TEST(VerbsBackendSetup, LockedMemoryLimitIsReportedWithTheFix) {
 TEST(VerbsBackendSetup, CompletionQueueBoundsThePeers) {
   fake::FakeFabric fabric(threaded_fabric());
   VerbsConfig one_peer = small_ring();
-  one_peer.cq_entries = 4 * one_peer.ring_slots;
+  one_peer.cq_entries = kCqEntriesPerSlot * one_peer.ring_slots;
   BackendPair p(fabric.api(), one_peer, small_ring());
   ASSERT_TRUE(p.connect());
   Result<std::string> addr = p.b.backend->listen("127.0.0.1:0", [](std::unique_ptr<transport::Endpoint>) {});

@@ -32,7 +32,7 @@ const IntTunable kSignalEvery{"TICTAC_VERBS_SIGNAL_EVERY", 16,
                               "request a send completion at least every N work requests (1..4096)"};
 const IntTunable kCqEntries{"TICTAC_VERBS_CQ_ENTRIES", 16384,
                             "entries of the shared completion queue; each peer reserves "
-                            "4 x TICTAC_VERBS_RING_SLOTS"};
+                            "5 x TICTAC_VERBS_RING_SLOTS"};
 const IntTunable kRetryCnt{"TICTAC_VERBS_RETRY_CNT", 7,
                            "transport retries before a work request fails with retry exceeded (0..7)"};
 const IntTunable kRnrRetry{"TICTAC_VERBS_RNR_RETRY", 7,
@@ -41,6 +41,12 @@ const IntTunable kTimeout{"TICTAC_VERBS_TIMEOUT", 14,
                           "local ACK timeout exponent: 4.096 us x 2^N (1..31; 14 = 67 ms)"};
 const IntTunable kMinRnrTimer{"TICTAC_VERBS_MIN_RNR_TIMER", 12,
                               "RNR NAK timer code (1..31; 12 = 0.64 ms)"};
+const BoolTunable kZeroCopy{"TICTAC_VERBS_ZERO_COPY", true,
+                            "1 = rendezvous messages are RDMA-written straight into the receiver's "
+                            "buffer (registered per transfer); 0 = every byte goes through the rings"};
+const SizeTunable kZeroCopyMinBytes{"TICTAC_VERBS_ZERO_COPY_MIN_BYTES", 32 << 10,
+                                    "messages smaller than this keep the ring even with "
+                                    "TICTAC_VERBS_ZERO_COPY=1 (0..1G)"};
 
 Status out_of_range(const char* name, std::int64_t value, const char* range) {
   return invalid_argument(std::string(name) + "=" + std::to_string(value) +
@@ -84,6 +90,12 @@ Result<VerbsConfig> VerbsConfig::from_env() {
     }
     *f.field = static_cast<std::uint32_t>(*v);
   }
+  Result<bool> zero_copy = kZeroCopy.get();
+  TICTAC_RETURN_IF_ERROR(zero_copy);
+  c.zero_copy = *zero_copy;
+  Result<std::uint64_t> zc_min = kZeroCopyMinBytes.get();
+  TICTAC_RETURN_IF_ERROR(zc_min);
+  c.zero_copy_min_bytes = *zc_min;
   TICTAC_RETURN_IF_ERROR(c.validate());
   TICTAC_LOG(debug) << "verbs config: TICTAC_VERBS_DEVICE=" << c.device
                     << " TICTAC_VERBS_GID_INDEX=" << c.gid_index << " TICTAC_VERBS_SL=" << c.service_level
@@ -93,7 +105,9 @@ Result<VerbsConfig> VerbsConfig::from_env() {
                     << " TICTAC_VERBS_SIGNAL_EVERY=" << c.signal_every
                     << " TICTAC_VERBS_CQ_ENTRIES=" << c.cq_entries << " TICTAC_VERBS_RETRY_CNT=" << c.retry_cnt
                     << " TICTAC_VERBS_RNR_RETRY=" << c.rnr_retry << " TICTAC_VERBS_TIMEOUT=" << c.timeout
-                    << " TICTAC_VERBS_MIN_RNR_TIMER=" << c.min_rnr_timer;
+                    << " TICTAC_VERBS_MIN_RNR_TIMER=" << c.min_rnr_timer
+                    << " TICTAC_VERBS_ZERO_COPY=" << c.zero_copy
+                    << " TICTAC_VERBS_ZERO_COPY_MIN_BYTES=" << c.zero_copy_min_bytes;
   return c;
 }
 
@@ -110,15 +124,18 @@ Status VerbsConfig::validate() const {
   }
   if (ring_slots < 1 || ring_slots > kMaxRingSlots) return out_of_range(kRingSlots.name(), ring_slots, "1..4096");
   if (signal_every < 1 || signal_every > 4096) return out_of_range(kSignalEvery.name(), signal_every, "1..4096");
-  if (cq_entries < 4 * ring_slots) {
+  if (cq_entries < kCqEntriesPerSlot * ring_slots) {
     return invalid_argument("TICTAC_VERBS_CQ_ENTRIES=" + std::to_string(cq_entries) +
-                            " cannot hold even one peer (4 x TICTAC_VERBS_RING_SLOTS = " +
-                            std::to_string(4 * ring_slots) + ")");
+                            " cannot hold even one peer (5 x TICTAC_VERBS_RING_SLOTS = " +
+                            std::to_string(kCqEntriesPerSlot * ring_slots) + ")");
   }
   if (retry_cnt < 0 || retry_cnt > 7) return out_of_range(kRetryCnt.name(), retry_cnt, "0..7");
   if (rnr_retry < 0 || rnr_retry > 7) return out_of_range(kRnrRetry.name(), rnr_retry, "0..7");
   if (timeout < 1 || timeout > 31) return out_of_range(kTimeout.name(), timeout, "1..31");
   if (min_rnr_timer < 1 || min_rnr_timer > 31) return out_of_range(kMinRnrTimer.name(), min_rnr_timer, "1..31");
+  if (zero_copy_min_bytes > (std::uint64_t{1} << 30)) {
+    return out_of_range(kZeroCopyMinBytes.name(), static_cast<std::int64_t>(zero_copy_min_bytes), "0..1G");
+  }
   return Status::Ok();
 }
 

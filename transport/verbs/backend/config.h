@@ -12,11 +12,16 @@
 //                                       slot are split into several slots)
 //   TICTAC_VERBS_RING_SLOTS     32      slots per peer and direction: bytes in flight per peer
 //   TICTAC_VERBS_SIGNAL_EVERY   16      request a send completion at least every N work requests
-//   TICTAC_VERBS_CQ_ENTRIES     16384   entries of the shared completion queue (bounds the peers)
+//   TICTAC_VERBS_CQ_ENTRIES     16384   entries of the shared completion queue (bounds the peers:
+//                                       each reserves kCqEntriesPerSlot x TICTAC_VERBS_RING_SLOTS)
 //   TICTAC_VERBS_RETRY_CNT      7       transport retries before "retry exceeded" (0..7)
 //   TICTAC_VERBS_RNR_RETRY      7       receiver-not-ready retries (0..7; 7 = forever)
 //   TICTAC_VERBS_TIMEOUT        14      local ACK timeout exponent: 4.096 us * 2^N (1..31)
 //   TICTAC_VERBS_MIN_RNR_TIMER  12      RNR NAK timer code (1..31; 12 = 0.64 ms)
+//   TICTAC_VERBS_ZERO_COPY      1       1 = rendezvous messages go by RDMA WRITE straight into the
+//                                       receiver's buffer (each side decides for its own part:
+//                                       exporting receives, writing into exports); 0 = ring only
+//   TICTAC_VERBS_ZERO_COPY_MIN_BYTES 32K  messages smaller than this keep the ring (0..1G)
 // Plain value; thread-safe to copy. from_env() reports a bad variable as invalid_argument naming
 // it; validate() rejects out-of-range values with the variable's name.
 #pragma once
@@ -42,6 +47,8 @@ struct VerbsConfig {
   int rnr_retry = 7;
   int timeout = 14;
   int min_rnr_timer = 12;
+  bool zero_copy = true;
+  std::uint64_t zero_copy_min_bytes = 32 << 10;
 
   static Result<VerbsConfig> from_env();
   Status validate() const;
@@ -58,5 +65,9 @@ inline constexpr std::uint32_t kSlotHeaderRoom = 64;
 inline constexpr std::uint32_t kMinSlotBytes = 256;
 inline constexpr std::uint32_t kMaxSlotBytes = 64u << 20;
 inline constexpr std::uint32_t kMaxRingSlots = 4096;
+// Completion-queue entries each endpoint reserves per ring slot: its data QP's send queue holds
+// two work requests per slot (a zero-copy RDMA WRITE and the fragment that announces it), and
+// data receives, credit sends and credit receives one each.
+inline constexpr std::uint32_t kCqEntriesPerSlot = 5;
 
 }  // namespace tictac::verbs

@@ -45,7 +45,8 @@ class DeviceClient {
 };
 
 // wr_id layout: client id (24 bits) | kind (4 bits) | value (36 bits).
-enum class WrKind : std::uint8_t { data_send = 1, data_recv = 2, ctrl_send = 3, ctrl_recv = 4 };
+// data_write: a zero-copy RDMA WRITE (never signalled; only its errors and flushes complete).
+enum class WrKind : std::uint8_t { data_send = 1, data_recv = 2, ctrl_send = 3, ctrl_recv = 4, data_write = 5 };
 inline constexpr int kWrValueBits = 36;
 inline constexpr std::uint64_t kWrValueMask = (std::uint64_t{1} << kWrValueBits) - 1;
 inline std::uint64_t make_wr_id(std::uint32_t client, WrKind kind, std::uint64_t value) {

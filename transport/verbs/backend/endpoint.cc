@@ -43,10 +43,12 @@ Status VerbsEndpoint::init() {
   const VerbsConfig& cfg = dev_->config();
   id_ = dev_->add_client(this);
   desc_ = "verbs " + dev_->name() + " (connecting)";
-  TICTAC_RETURN_IF_ERROR(dev_->reserve_cq(4 * cfg.ring_slots, "a new verbs endpoint"));
-  cq_reserved_ = 4 * cfg.ring_slots;
+  TICTAC_RETURN_IF_ERROR(dev_->reserve_cq(kCqEntriesPerSlot * cfg.ring_slots, "a new verbs endpoint"));
+  cq_reserved_ = kCqEntriesPerSlot * cfg.ring_slots;
   const QpCaps caps{cfg.ring_slots, cfg.ring_slots};
-  Result<QueuePair> data = QueuePair::create(api_, dev_->pd(), dev_->cq(), caps, "data QP");
+  // Two send work requests per fragment at most: a zero-copy RDMA WRITE and its ring fragment.
+  Result<QueuePair> data = QueuePair::create(api_, dev_->pd(), dev_->cq(), QpCaps{2 * cfg.ring_slots, cfg.ring_slots},
+                                             "data QP");
   TICTAC_RETURN_IF_ERROR(data);
   data_qp_ = std::move(data).value();
   Result<QueuePair> ctrl = QueuePair::create(api_, dev_->pd(), dev_->cq(), caps, "control QP");
@@ -82,7 +84,7 @@ Status VerbsEndpoint::connect(const QpInfo& peer) {
   const VerbsConfig& cfg = dev_->config();
   peer_ = peer;
   peer_stride_ = kSlotHeaderRoom + peer.slot_bytes;
-  send_window_ = std::min(peer.ring_slots, data_qp_.caps().max_send_wr);
+  send_window_ = std::min(peer.ring_slots, data_qp_.caps().max_send_wr / 2);
   ctrl_window_ = std::min(peer.ctrl_recvs, ctrl_qp_.caps().max_send_wr);
   const std::size_t staging_bytes = std::size_t{peer_stride_} * send_window_;
   staging_.reset(alloc_pages(staging_bytes));
@@ -148,8 +150,9 @@ void VerbsEndpoint::on_completion(const ibv_wc& wc) {
   if (closed_) return;
   if (wc.status != IBV_WC_SUCCESS) {
     const WrKind kind = wr_kind(wc.wr_id);
-    const bool data = kind == WrKind::data_send || kind == WrKind::data_recv;
+    const bool data = kind == WrKind::data_send || kind == WrKind::data_recv || kind == WrKind::data_write;
     const std::string what = kind == WrKind::data_send   ? "RDMA WRITE WITH IMMEDIATE into the " + peer_qp(peer_.data_qpn) + "'s receive ring"
+                             : kind == WrKind::data_write ? "zero-copy RDMA WRITE into the destination the " + peer_qp(peer_.data_qpn) + " exported"
                              : kind == WrKind::ctrl_send ? "credit SEND WITH IMMEDIATE to the " + peer_qp(peer_.ctrl_qpn)
                              : data                      ? "receive on the data QP from the " + peer_qp(peer_.data_qpn)
                                                          : "receive on the control QP from the " + peer_qp(peer_.ctrl_qpn);
@@ -175,6 +178,8 @@ void VerbsEndpoint::on_completion(const ibv_wc& wc) {
       if (credits_owed_ > 0) send_credit();
       break;
     case WrKind::ctrl_recv: on_credit(wc); break;
+    case WrKind::data_write:  // never signalled: a success here is a provider bug, harmless
+      break;
   }
 }
 
@@ -241,6 +246,8 @@ void VerbsEndpoint::teardown() {
   pending_wrs_.clear();
   early_.clear();
   in_frame_ = false;
+  exports_.clear();  // after the QPs: the peer can no longer write into these buffers
+  remote_exports_.clear();
 }
 
 }  // namespace tictac::verbs

@@ -20,6 +20,15 @@
 // covering a frame's last fragment is polled. Receives are pre-posted (a full ring on the data
 // QP, the peer's credit window on the control QP) and replenished one per completion.
 //
+// Zero-copy (TICTAC_VERBS_ZERO_COPY, messages of at least TICTAC_VERBS_ZERO_COPY_MIN_BYTES):
+// export_destination() registers the receive buffer through the RegistrationCache and the READY
+// that follows carries (address, rkey, length) in its ring slot (slot.h). The sender then posts
+// each DATA chunk as a plain RDMA WRITE from its own buffer (registered once per message) to
+// address + offset, followed by a header-only fragment (slot kind `written`) whose WRITE WITH
+// IMMEDIATE tells the receiver, in RC order, that the chunk landed: no copy on either side.
+// Registrations are held per transfer: the receiver's until the message's last DATA or its ABORT
+// was delivered, the sender's until its last chunk completed; both go with the endpoint.
+//
 // Failure: the first error completion, a fatal async event on either QP, a protocol violation
 // or the peer closing the TCP side channel fails the endpoint once, with a Status that names the
 // peer's QP and the verbs status; every queue pair is then destroyed (discarding flushed work),
@@ -35,11 +44,13 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "transport/backend.h"
 #include "transport/verbs/backend/device.h"
 #include "transport/verbs/backend/queue_pair.h"
+#include "transport/verbs/backend/slot.h"
 
 namespace tictac::verbs {
 
@@ -65,6 +76,7 @@ class VerbsEndpoint final : public transport::Endpoint, public DeviceClient {
   void start(transport::EndpointSink* sink) override;
   bool has_capacity() const override;
   Status post(const transport::wire::Header& header, const std::byte* payload, std::uint64_t cookie) override;
+  bool export_destination(std::uint64_t msg_id, std::byte* data, std::uint64_t length) override;
   void close() override;
   std::string describe() const override { return desc_; }
 
@@ -78,6 +90,9 @@ class VerbsEndpoint final : public transport::Endpoint, public DeviceClient {
   bool closed() const { return closed_; }
   // Frames posted and not yet reported sent (including one still being cut).
   std::size_t frames_pending() const { return in_flight_.size() + (cutting_ ? 1 : 0); }
+  // Zero-copy destinations we exported / the peer exported to us, not yet released.
+  std::size_t exports_live() const { return exports_.size(); }
+  std::size_t remote_exports_live() const { return remote_exports_.size(); }
 
  private:
   struct OutFrame {
@@ -87,16 +102,35 @@ class VerbsEndpoint final : public transport::Endpoint, public DeviceClient {
     std::uint64_t cookie = 0;
     std::uint32_t cut = 0;  // payload bytes already copied into staging
     bool header_cut = false;
+    SlotKind kind = SlotKind::frame;
+    DestinationExport target;  // ready_export: ours; written: where the payload goes
+    std::shared_ptr<const Registration> source;  // written: the payload's registration
   };
   struct Sent {
     std::uint64_t last_seq;
     std::uint64_t cookie;
+    std::shared_ptr<const Registration> source;  // a zero-copy payload, held until completion
   };
   struct PendingWr {
     std::uint64_t seq;
     std::uintptr_t local;
     std::uint32_t length;
     std::uint64_t remote;
+    bool plain_write = false;  // zero-copy RDMA WRITE (lkey/rkey below), else a ring fragment
+    std::uint32_t lkey = 0;
+    std::uint32_t rkey = 0;
+  };
+  // A destination we exported (receiver side).
+  struct LocalExport {
+    std::byte* data = nullptr;
+    std::uint64_t length = 0;
+    std::shared_ptr<const Registration> mr;
+    bool advertised = false;  // its READY was cut
+  };
+  // A destination the peer exported (sender side).
+  struct RemoteExport {
+    DestinationExport target;
+    std::shared_ptr<const Registration> source;  // our payload's, once the first chunk went
   };
   struct Arrival {
     std::uint64_t seq;
@@ -114,6 +148,19 @@ class VerbsEndpoint final : public transport::Endpoint, public DeviceClient {
   void flush();
   void on_send_done(std::uint64_t value);
   void maybe_writable();
+  // Zero-copy (endpoint_zero_copy.cc).
+  // Decides how a frame travels: READY with our export, DATA written into the peer's export,
+  // or the ring. A non-ok Status (the peer's export does not fit) makes the endpoint unusable.
+  Status prepare_frame(const transport::wire::Header& header, OutFrame& f);
+  void cut_zero_copy(std::uint64_t seq, std::uint64_t remote_slot, std::byte* slot, OutFrame& f);
+  // Checks the first fragment of a ready_export or written frame against our state and records
+  // a peer's export; a protocol_error Status when the peer broke the rules.
+  Status accept_special(SlotKind kind, const transport::wire::Header& h, const std::byte* slot,
+                        std::uint32_t bytes);
+  // Where a `written` frame's payload already is.
+  std::byte* written_at(const transport::wire::Header& h) const;
+  // Drops our export of h.msg_id once its last DATA or its ABORT is delivered.
+  void release_export(const transport::wire::Header& h);
   // Receive side (endpoint_recv.cc).
   void on_fragment(const ibv_wc& wc);
   void deliver(const Arrival& a);
@@ -177,6 +224,10 @@ class VerbsEndpoint final : public transport::Endpoint, public DeviceClient {
   std::uint32_t ctrl_in_flight_ = 0;
   std::uint32_t ctrl_window_ = 0;
   bool credit_scheduled_ = false;
+
+  // Zero-copy state, by the message id both sides use (the sender's).
+  std::unordered_map<std::uint64_t, LocalExport> exports_;
+  std::unordered_map<std::uint64_t, RemoteExport> remote_exports_;
 };
 
 }  // namespace tictac::verbs

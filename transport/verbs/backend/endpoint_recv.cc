@@ -63,6 +63,7 @@ void VerbsEndpoint::deliver(const Arrival& a) {
   const std::byte* slot = ring_.get() + (a.seq % local_.ring_slots) * std::uint64_t{ring_stride_};
   const std::uint32_t slot_bytes = local_.slot_bytes;
   std::uint32_t n = 0;
+  SlotKind kind = SlotKind::frame;
   std::weak_ptr<bool> alive = alive_;
   if (!in_frame_) {
     if (a.bytes < kSlotHeaderRoom) {
@@ -75,8 +76,15 @@ void VerbsEndpoint::deliver(const Arrival& a) {
       fail(h.status());
       return;
     }
+    kind = static_cast<SlotKind>(std::to_integer<std::uint8_t>(slot[kSlotKindOffset]));
     n = a.bytes - kSlotHeaderRoom;
-    if (n != std::min(h->length, slot_bytes)) {
+    if (kind != SlotKind::frame) {
+      if (Status st = accept_special(kind, *h, slot, a.bytes); !st.ok()) {
+        fail(st);
+        return;
+      }
+      n = 0;
+    } else if (n != std::min(h->length, slot_bytes)) {
       fail(protocol_error("first fragment of a " + std::to_string(h->length) + "-byte frame carries " +
                           std::to_string(n) + " payload bytes"));
       return;
@@ -92,9 +100,14 @@ void VerbsEndpoint::deliver(const Arrival& a) {
                                             "-byte frame"));
       return;
     }
+    if (kind == SlotKind::written && !d->discard && d->data != written_at(*h)) {
+      fail(Status(StatusCode::internal, "the core's destination for message " + std::to_string(h->msg_id) +
+                                            " is not the buffer it exported for zero-copy writes"));
+      return;
+    }
     cur_ = *h;
     dest_ = *d;
-    got_ = 0;
+    got_ = kind == SlotKind::written ? h->length : 0;  // already in place
     in_frame_ = true;
   } else {
     n = a.bytes;
@@ -110,6 +123,7 @@ void VerbsEndpoint::deliver(const Arrival& a) {
   schedule_credit();
   if (got_ == cur_.length) {
     in_frame_ = false;
+    release_export(cur_);  // deregistered before the core may complete (and free) the receive
     sink_->on_frame(cur_);
   }
 }

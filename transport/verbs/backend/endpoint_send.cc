@@ -35,7 +35,12 @@ Status VerbsEndpoint::post(const transport::wire::Header& header, const std::byt
   f.payload = payload;
   f.length = header.length;
   f.cookie = cookie;
-  cutting_ = f;
+  if (Status st = prepare_frame(header, f); !st.ok()) {
+    failure_ = st;
+    teardown();  // the core fails the connection with this Status (no sink call from here)
+    return st;
+  }
+  cutting_ = std::move(f);
   cut();
   return Status::Ok();
 }
@@ -48,10 +53,14 @@ void VerbsEndpoint::cut() {
     std::byte* slot = staging_.get() + (seq % send_window_) * std::uint64_t{peer_stride_};
     const std::uint64_t remote = peer_.ring_addr + (seq % peer_.ring_slots) * std::uint64_t{peer_stride_};
     const std::uint32_t n = std::min(f.length - f.cut, peer_.slot_bytes);
+    if (f.kind != SlotKind::frame) {
+      cut_zero_copy(seq, remote, slot, f);
+      continue;
+    }
     PendingWr wr{seq, 0, 0, 0};
     if (!f.header_cut) {
       std::memcpy(slot, f.header.data(), kHeaderBytes);
-      std::memset(slot + kHeaderBytes, 0, kSlotHeaderRoom - kHeaderBytes);
+      std::memset(slot + kHeaderBytes, 0, kSlotHeaderRoom - kHeaderBytes);  // kind `frame`
       wr.local = reinterpret_cast<std::uintptr_t>(slot);
       wr.remote = remote;
       wr.length = kSlotHeaderRoom + n;
@@ -65,7 +74,7 @@ void VerbsEndpoint::cut() {
     f.cut += n;
     pending_wrs_.push_back(wr);
     if (f.cut == f.length) {
-      in_flight_.push_back(Sent{seq, f.cookie});
+      in_flight_.push_back(Sent{seq, f.cookie, nullptr});
       cutting_.reset();
     }
   }
@@ -95,14 +104,22 @@ void VerbsEndpoint::flush() {
     const PendingWr& p = pending_wrs_[i];
     sges[i].addr = p.local;
     sges[i].length = p.length;
-    sges[i].lkey = staging_mr_->lkey();
+    sges[i].lkey = p.plain_write ? p.lkey : staging_mr_->lkey();
     ibv_send_wr& w = wrs[i];
-    w.wr_id = make_wr_id(id_, WrKind::data_send, p.seq);
     w.sg_list = &sges[i];
     w.num_sge = 1;
+    w.wr.rdma.remote_addr = p.remote;
+    if (p.plain_write) {
+      // Never signalled: the ring fragment right behind it (same chain) covers it.
+      w.wr_id = make_wr_id(id_, WrKind::data_write, p.seq);
+      w.opcode = IBV_WR_RDMA_WRITE;
+      w.wr.rdma.rkey = p.rkey;
+      w.next = &wrs[i + 1];
+      continue;
+    }
+    w.wr_id = make_wr_id(id_, WrKind::data_send, p.seq);
     w.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
     w.imm_data = htonl(static_cast<std::uint32_t>(p.seq));
-    w.wr.rdma.remote_addr = p.remote;
     w.wr.rdma.rkey = peer_.ring_rkey;
     if (++since_signal_ >= every || i + 1 == n) {
       w.send_flags = IBV_SEND_SIGNALED;

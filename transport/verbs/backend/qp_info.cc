@@ -54,7 +54,11 @@ Result<QpInfo> decode_qp_info(std::span<const std::byte> bytes) {
   if (get<std::uint32_t>(p) != kQpInfoMagic) {
     return bad("bad magic (is the peer a TicTac verbs endpoint? a TCP address given as verbs://?)");
   }
-  if (const auto v = get<std::uint16_t>(p + 4); v != kQpInfoVersion) {
+  if (const auto v = get<std::uint16_t>(p + 4); v == 1) {
+    return bad("version 1, expected " + std::to_string(kQpInfoVersion) +
+               ": the peer runs an older TicTac whose verbs backend has no zero-copy RDMA WRITE and "
+               "reads the receive ring differently; run the same TicTac release on both sides");
+  } else if (v != kQpInfoVersion) {
     return bad("version " + std::to_string(v) + ", expected " + std::to_string(kQpInfoVersion) +
                " (mixed TicTac versions)");
   }

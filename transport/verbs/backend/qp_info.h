@@ -2,7 +2,11 @@
 // can connect (the job rdma_cm does on real deployments): QP numbers, port address (LID and/or
 // GID), MTU, and the receive ring that the peer writes into (address, rkey, shape).
 //
-// Wire form: kQpInfoBytes, little-endian, versioned:
+// Wire form: kQpInfoBytes, little-endian, versioned. Version 2 (zero-copy RDMA WRITE) keeps
+// version 1's layout but changes what travels in the ring (the slot kind byte, READY carrying a
+// destination export: see endpoint.h), so a version-1 peer is refused with a message that says
+// so; there is no fallback, since a v1 peer would misread v2 slots.
+//
 //   off size field
 //     0   4  magic        "TVQP"
 //     4   2  version      kQpInfoVersion
@@ -35,7 +39,7 @@
 namespace tictac::verbs {
 
 inline constexpr std::uint32_t kQpInfoMagic = 0x50515654;  // bytes "TVQP"
-inline constexpr std::uint16_t kQpInfoVersion = 1;
+inline constexpr std::uint16_t kQpInfoVersion = 2;
 inline constexpr std::size_t kQpInfoBytes = 64;
 // The connector's last handshake byte: "my QPs are ready to receive".
 inline constexpr std::byte kReadyByte{0x52};

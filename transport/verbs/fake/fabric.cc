@@ -193,6 +193,21 @@ Status FakeFabric::set_port_state(std::string_view device, std::uint8_t port,
   return Status::Ok();
 }
 
+void FakeFabric::corrupt_next_write_rkey() {
+  std::lock_guard lk(state_->mu);
+  state_->corrupt_next_write = true;
+}
+
+void FakeFabric::revoke_next_remote_mr() {
+  std::lock_guard lk(state_->mu);
+  state_->revoke_next_write = true;
+}
+
+WriteTraffic FakeFabric::write_traffic() const {
+  std::lock_guard lk(state_->mu);
+  return state_->traffic;
+}
+
 std::size_t FakeFabric::live_objects() const {
   std::lock_guard lk(state_->mu);
   return state_->contexts.size() + state_->pds.size() + state_->mrs.size() +

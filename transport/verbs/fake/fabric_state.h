@@ -87,6 +87,7 @@ struct Mr {
   char* base = nullptr;    // host memory behind iova
   std::size_t length = 0;
   int access = 0;
+  bool revoked = false;  // revoke_next_remote_mr(): no remote access any more
 };
 
 struct Channel {
@@ -186,6 +187,9 @@ struct FabricState {
   std::uint32_t next_key = 1;
   std::uint32_t next_handle = 1;
   std::uint64_t locked_bytes = 0;
+  WriteTraffic traffic;
+  bool corrupt_next_write = false;
+  bool revoke_next_write = false;
 
   // resources.cc
   ibv_context* open_device(Device* dev);

@@ -13,6 +13,8 @@
 //   failure -> IBV_WC_REM_ACCESS_ERR on the sender and IBV_EVENT_QP_ACCESS_ERR on the target),
 //   WRITE_WITH_IMM and SEND (consume one posted receive; none -> RNR retries, rnr_retry 7 means
 //   forever, then IBV_WC_RNR_RETRY_EXC_ERR), receive length checks (IBV_WC_LOC_LEN_ERR).
+// - Counters and faults for RDMA WRITE: write_traffic(), corrupt_next_write_rkey(),
+//   revoke_next_remote_mr() (zero-copy data paths are checked with these).
 // - Completions: signalled per WR or sq_sig_all; error completions always. A send-queue slot is
 //   freed only when a later completion of that QP is polled, as drivers do, so posting beyond
 //   max_send_wr without signalling fails with ENOMEM. After an error the QP is in ERR and every
@@ -82,6 +84,14 @@ struct FabricOptions {
   std::uint8_t max_qp_rd_atom = 16;
 };
 
+// RDMA WRITE traffic executed successfully since the fabric was made (all QPs).
+struct WriteTraffic {
+  std::uint64_t writes = 0;            // IBV_WR_RDMA_WRITE (no immediate)
+  std::uint64_t write_bytes = 0;
+  std::uint64_t writes_with_imm = 0;   // IBV_WR_RDMA_WRITE_WITH_IMM
+  std::uint64_t write_with_imm_bytes = 0;
+};
+
 struct FabricState;  // internal (fabric_state.h)
 
 class FakeFabric {
@@ -117,6 +127,15 @@ class FakeFabric {
   // goes down and IBV_EVENT_PORT_ACTIVE when it comes back. QPs on a port that is not ACTIVE
   // cannot reach or be reached (retry exceeded).
   Status set_port_state(std::string_view device, std::uint8_t port, ibv_port_state state);
+
+  // The next RDMA WRITE without immediate of nonzero length that executes (on any QP) uses a
+  // corrupted rkey: the writer gets IBV_WC_REM_ACCESS_ERR, the target QP goes to ERR with
+  // IBV_EVENT_QP_ACCESS_ERR (as for any R_Key violation).
+  void corrupt_next_write_rkey();
+  // The memory region that the next such RDMA WRITE targets is revoked just before it executes
+  // (as if its owner had deregistered it): same errors. The owner's dereg_mr still works.
+  void revoke_next_remote_mr();
+  WriteTraffic write_traffic() const;
 
   // Objects created through the table and not yet destroyed (contexts, PDs, MRs, CQs,
   // channels, QPs). Zero when a test cleaned up.

@@ -99,7 +99,7 @@ char* FabricState::resolve_remote_locked(const Qp* target, std::uint32_t rkey,
   auto it = mrs.find(rkey);
   if (it == mrs.end()) return nullptr;
   const Mr& mr = *it->second;
-  if (mr.pd != target->pd || (mr.access & need) == 0 ||
+  if (mr.revoked || mr.pd != target->pd || (mr.access & need) == 0 ||
       (target->attr.qp_access_flags & need) == 0 || !in_region(mr, addr, len)) {
     return nullptr;
   }
@@ -209,10 +209,20 @@ FabricState::Outcome FabricState::execute_head_locked(Qp* qp) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM: {
       char* dst = nullptr;
+      const bool plain = wr.opcode == IBV_WR_RDMA_WRITE;
+      std::uint32_t rkey = wr.rkey;
+      if (plain && wr.length > 0 && corrupt_next_write) {
+        corrupt_next_write = false;
+        rkey = ~rkey;  // keys are small counters: the complement was never handed out
+      }
+      if (plain && wr.length > 0 && revoke_next_write) {
+        revoke_next_write = false;
+        if (auto m = mrs.find(rkey); m != mrs.end()) m->second->revoked = true;
+      }
       // A zero-length RDMA WRITE carries no R_Key check (IB spec), which is why a 0-byte
       // WRITE_WITH_IMM may use any rkey.
       if (wr.length > 0) {
-        dst = resolve_remote_locked(t, wr.rkey, wr.remote_addr, wr.length,
+        dst = resolve_remote_locked(t, rkey, wr.remote_addr, wr.length,
                                     IBV_ACCESS_REMOTE_WRITE);
         if (dst == nullptr) {
           remote_access_error_locked(qp, t);
@@ -222,6 +232,13 @@ FabricState::Outcome FabricState::execute_head_locked(Qp* qp) {
       const bool with_imm = wr.opcode == IBV_WR_RDMA_WRITE_WITH_IMM;
       if (with_imm && t->rq.empty()) return rnr_wait_locked(qp);
       if (!payload.empty()) std::memcpy(dst, payload.data(), payload.size());
+      if (plain) {
+        ++traffic.writes;
+        traffic.write_bytes += wr.length;
+      } else {
+        ++traffic.writes_with_imm;
+        traffic.write_with_imm_bytes += wr.length;
+      }
       if (with_imm) deliver_recv_locked(t, wr, IBV_WC_RECV_RDMA_WITH_IMM);
       complete_head_locked(qp, 0);
       return Outcome::finished;
