@@ -9,6 +9,7 @@
 
 #include "transport/auth/token.h"
 #include "transport/core.h"
+#include "transport/cuda_devices.h"
 #include "transport/request.h"
 #include "transport/tcp/factory.h"
 
@@ -54,11 +55,12 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
   TICTAC_RETURN_IF_ERROR(engine);
 
   std::unique_ptr<Context> ctx(new Context(config, name, std::move(engine).value()));
+  ctx->cuda_ = std::make_unique<CudaDevices>(options.cuda_api);
   for (const auto& b : options.backends) {
     ctx->backend_status_.push_back(BackendStatus{std::string(b->name()), b->viability(), b->capabilities()});
   }
   ctx->core_ = std::make_unique<Core>(*ctx->engine_, config, name, std::move(options.backends),
-                                      std::move(auth_token));
+                                      std::move(auth_token), *ctx->cuda_);
   Core* core = ctx->core_.get();
   Result<bool> init = ctx->call<bool>([core](std::function<void(Result<bool>)> done) {
     Status st = core->init();
@@ -78,6 +80,15 @@ Context::Context(TransportConfig config, std::string name, std::unique_ptr<Progr
 Context::~Context() { join(); }
 
 std::vector<BackendStatus> Context::backends() const { return backend_status_; }
+
+Result<MemoryRegion> Context::register_buffer(const BufferDesc& desc) {
+  if (desc.type != MemoryType::cuda) return MemoryRegion::register_buffer(desc);
+  Result<MemoryRegion> region = MemoryRegion::register_device(desc, cuda_->api());
+  TICTAC_RETURN_IF_ERROR(region);
+  Result<CudaDevice*> dev = cuda_->prepare(region->desc().cuda_device);
+  TICTAC_RETURN_IF_ERROR(dev);
+  return region;
+}
 
 template <typename T>
 Result<T> Context::call(std::function<void(std::function<void(Result<T>)>)> op) {
@@ -147,10 +158,11 @@ Result<std::string> Context::peer_name(PeerId peer) {
   });
 }
 
-RequestId Context::submit(bool is_send, PeerId peer, Tag tag, std::byte* base, std::size_t region_bytes,
+RequestId Context::submit(bool is_send, PeerId peer, Tag tag, const MemoryRegion& region,
                           std::uint64_t offset, std::uint64_t length, Priority priority, Callback cb) {
   if (joined_.load()) return kNoRequest;
   const RequestId id = next_request_.fetch_add(1);
+  const std::size_t region_bytes = region.size();
   Status range;
   if (offset > region_bytes || length > region_bytes - offset) {
     range = invalid_argument("range [" + std::to_string(offset) + ", +" + std::to_string(length) +
@@ -158,17 +170,30 @@ RequestId Context::submit(bool is_send, PeerId peer, Tag tag, std::byte* base, s
   } else if (length > (std::uint64_t{1} << 48)) {
     range = invalid_argument("message of " + std::to_string(length) + " bytes exceeds the 2^48 limit");
   }
+  const bool device = region.type() == MemoryType::cuda;
+  DeviceRoute route;
+  if (device && range.ok()) {
+    route.device = region.desc().cuda_device;
+    route.stream = region.desc().cuda_stream;
+    // Set-up on this thread (a no-op once done), so that the loop never blocks in CUDA.
+    Result<CudaDevice*> dev = cuda_->prepare(route.device);
+    if (!dev.ok()) range = dev.status();
+  }
   auto req = std::make_unique<Request>(id, is_send ? RequestKind::send : RequestKind::recv, peer, tag,
-                                       base + (range.ok() ? offset : 0), length, priority, std::move(cb));
+                                       region.data() + (range.ok() ? offset : 0), length, priority, std::move(cb));
   Core* core = core_.get();
   // shared_ptr: std::function needs a copyable callable.
   auto holder = std::make_shared<std::unique_ptr<Request>>(std::move(req));
-  engine_->post([core, holder, range, is_send] {
+  engine_->post([core, holder, range, is_send, device, route] {
     if (!range.ok()) {
       (*holder)->complete(range, 0, (*holder)->peer());
       return;
     }
-    if (is_send) {
+    if (device && is_send) {
+      core->send_device(std::move(*holder), route);
+    } else if (device) {
+      core->recv_device(std::move(*holder), route);
+    } else if (is_send) {
       core->send(std::move(*holder));
     } else {
       core->recv(std::move(*holder));
@@ -179,12 +204,12 @@ RequestId Context::submit(bool is_send, PeerId peer, Tag tag, std::byte* base, s
 
 RequestId Context::send(PeerId peer, Tag tag, const MemoryRegion& region, std::uint64_t offset,
                         std::uint64_t length, Priority priority, Callback callback) {
-  return submit(true, peer, tag, region.data(), region.size(), offset, length, priority, std::move(callback));
+  return submit(true, peer, tag, region, offset, length, priority, std::move(callback));
 }
 
 RequestId Context::recv(PeerId peer, Tag tag, MemoryRegion& region, std::uint64_t offset,
                         std::uint64_t length, Callback callback) {
-  return submit(false, peer, tag, region.data(), region.size(), offset, length, 0, std::move(callback));
+  return submit(false, peer, tag, region, offset, length, 0, std::move(callback));
 }
 
 void Context::cancel(RequestId id) {

@@ -14,6 +14,14 @@
 // per request; they must not block and must not call the blocking helpers (connect/accept/join).
 // Blocking helpers (listen, connect, accept, peer_name) wait for the loop; in manual mode they
 // drive progress() themselves.
+// Device buffers: register them with register_buffer (MemoryType::cuda, with the stream that
+// orders them). A send of a device region starts only after the work enqueued on its stream
+// before send(); a receive makes the region's stream wait at once, and work enqueued on it after
+// recv() runs only once every byte is on the device (without stream memory operations: only work
+// enqueued after the callback). If no byte arrives within TICTAC_CUDA_ARRIVAL_TIMEOUT the stream
+// is released with the error sentinel (cuda/flag_pool.h) and the receive fails with timeout; a
+// cancelled or failed receive releases it the same way. Backends without GPU memory support (tcp,
+// UCX without CUDA) stage through pinned host buffers (docs/cuda.md).
 // Ownership: the caller keeps each MemoryRegion (and its buffer) alive and unmodified (sends) or
 // untouched (receives) until the request's callback has fired.
 // Ordering: messages from one peer with one tag are received in the order they were sent;
@@ -37,6 +45,7 @@
 #include <vector>
 
 #include "common/status.h"
+#include "cuda/api.h"
 #include "transport/backend.h"
 #include "transport/config.h"
 #include "transport/memory_region.h"
@@ -46,6 +55,7 @@
 namespace tictac::transport {
 
 class Core;
+class CudaDevices;
 
 struct ContextOptions {
   // Peer name sent in the handshake (default: "<hostname>:<pid>").
@@ -61,6 +71,9 @@ struct ContextOptions {
   std::optional<std::string> auth_token;
   // Backends in order of preference; empty = the TCP backend.
   std::vector<std::unique_ptr<Backend>> backends;
+  // The CUDA table for device buffers (not owned; must outlive the Context: tests pass the
+  // scripted fake). Null = cuda::open_runtime_api(), opened on the first device registration.
+  cuda::Api* cuda_api = nullptr;
 };
 
 struct BackendStatus {
@@ -79,6 +92,14 @@ class Context {
   const TransportConfig& config() const { return config_; }
   const std::string& name() const { return name_; }
   std::vector<BackendStatus> backends() const;
+
+  // Registers a buffer for this context's transfers. Host memory: MemoryRegion::register_buffer.
+  // CUDA memory: checked against the driver (MemoryRegion::register_device) and the device's
+  // pools are made; this may block (driver start-up, pinned allocations), so register at set-up
+  // time and never from a callback. Errors: unavailable "CUDA not viable: <reason>" where CUDA
+  // cannot be used (no toolkit in this build, no driver, no device), invalid_argument as
+  // register_device says, or the pools' creation error.
+  Result<MemoryRegion> register_buffer(const BufferDesc& desc);
 
   // Starts listening on "<backend>://<address>"; returns the bound address (with the real port).
   Result<std::string> listen(std::string_view address);
@@ -114,13 +135,14 @@ class Context {
   Context(TransportConfig config, std::string name, std::unique_ptr<ProgressEngine> engine);
   template <typename T>
   Result<T> call(std::function<void(std::function<void(Result<T>)>)> op);
-  RequestId submit(bool is_send, PeerId peer, Tag tag, std::byte* base, std::size_t region_bytes,
+  RequestId submit(bool is_send, PeerId peer, Tag tag, const MemoryRegion& region,
                    std::uint64_t offset, std::uint64_t length, Priority priority, Callback cb);
 
   const TransportConfig config_;
   const std::string name_;
   std::vector<BackendStatus> backend_status_;
   std::unique_ptr<ProgressEngine> engine_;
+  std::unique_ptr<CudaDevices> cuda_;  // outlives core_
   std::unique_ptr<Core> core_;
   std::atomic<RequestId> next_request_{1};
   std::atomic<bool> joined_{false};

@@ -11,9 +11,10 @@
 namespace tictac::transport {
 
 Core::Core(ProgressEngine& engine, const TransportConfig& config, std::string name,
-           std::vector<std::unique_ptr<Backend>> backends, std::optional<std::string> auth_token)
+           std::vector<std::unique_ptr<Backend>> backends, std::optional<std::string> auth_token,
+           CudaDevices& cuda)
     : engine_(engine), config_(config), local_{std::move(name), config.eager_bytes},
-      auth_token_(std::move(auth_token)) {
+      auth_token_(std::move(auth_token)), cuda_(std::make_unique<CudaPath>(engine, cuda, *this)) {
   SendQueueConfig qc{config.chunk_bytes, config.window_chunks, config.enforce_priority};
   for (auto& b : backends) {
     Device d;
@@ -42,6 +43,7 @@ Status Core::init() {
       continue;
     }
     d.attached = true;
+    d.cuda_memory = d.backend->capabilities().cuda_memory;
   }
   watchdog();
   return Status::Ok();
@@ -221,10 +223,31 @@ void Core::recv(std::unique_ptr<Request> req) {
     }
   }
   std::optional<Matcher::Message> m = matcher_.on_recv(r->id(), r->peer(), r->tag());
-  if (m) conns_.at(m->peer)->bind(m->msg_id, r);
+  if (!m) return;
+  cuda_->on_bound(r->id(), m->peer);
+  conns_.at(m->peer)->bind(m->msg_id, r);
+}
+
+Request* Core::adopt_device(std::unique_ptr<Request> req) {
+  Request* r = req.get();
+  requests_.emplace(r->id(), std::move(req));
+  if (closed_) {
+    finish(r, Status(StatusCode::cancelled, "context is closed"), 0, r->peer());
+    return nullptr;
+  }
+  return r;
+}
+
+void Core::send_device(std::unique_ptr<Request> req, const DeviceRoute& route) {
+  if (Request* r = adopt_device(std::move(req))) cuda_->send(r, route);
+}
+
+void Core::recv_device(std::unique_ptr<Request> req, const DeviceRoute& route) {
+  if (Request* r = adopt_device(std::move(req))) cuda_->recv(r, route);
 }
 
 void Core::cancel(RequestId id) {
+  if (cuda_->cancel(id)) return;  // a device request: its inner request is cancelled through here
   auto it = requests_.find(id);
   if (it == requests_.end()) return;  // completed already
   Request* r = it->second.get();
@@ -246,6 +269,7 @@ void Core::close(const Status& why) {
   if (closed_) return;
   closed_ = true;
   engine_.cancel_timer(watchdog_timer_);
+  cuda_->close(why);
   for (auto& [id, conn] : conns_) conn->fail(why);
   for (RequestId id : matcher_.take_all_recvs()) finish(requests_.at(id).get(), why, 0, kNoPeer);
   auto waiters = std::move(connect_waiters_);
@@ -269,6 +293,7 @@ void Core::close(const Status& why) {
 Request* Core::match_message(Connection& conn, Tag tag, std::uint64_t msg_id) {
   std::optional<RequestId> id = matcher_.on_message(conn.id(), tag, msg_id);
   if (!id) return nullptr;
+  cuda_->on_bound(*id, conn.id());
   return requests_.at(*id).get();
 }
 
@@ -304,6 +329,7 @@ void Core::connection_established(Connection& conn) {
 }
 
 void Core::connection_failed(Connection& conn, const Status& status) {
+  cuda_->peer_failed(conn.id(), status);
   for (RequestId id : matcher_.drop_peer(conn.id())) finish(requests_.at(id).get(), status, 0, conn.id());
   auto c = handshaking_connects_.find(conn.id());
   if (c != handshaking_connects_.end()) {
@@ -322,6 +348,46 @@ void Core::connection_failed(Connection& conn, const Status& status) {
   // A peer refused (or lost) during the handshake was never handed out and owns no requests:
   // forget it, so that peers failing the handshake again and again cost no memory.
   if (conn.peer_name().empty()) engine_.defer([this, id = conn.id()] { conns_.erase(id); });
+}
+
+// ---------------------------------------------------------------------------------------------
+// CudaPathHost
+
+void Core::submit_inner(std::unique_ptr<Request> req) {
+  if (req->kind() == RequestKind::send) {
+    send(std::move(req));
+  } else {
+    recv(std::move(req));
+  }
+}
+
+void Core::fail_peer(PeerId peer, const Status& why) {
+  auto it = conns_.find(peer);
+  if (it != conns_.end()) it->second->fail(why);
+}
+
+bool Core::abort_unmatched(RequestId id, const Status& why) {
+  if (!matcher_.cancel_recv(id)) return false;
+  finish(requests_.at(id).get(), why, 0, kNoPeer);
+  return true;
+}
+
+bool Core::device_memory_ok(PeerId peer) const {
+  if (peer == kAnyPeer) {
+    bool any = false;
+    for (const Device& d : devices_) {
+      if (!d.attached) continue;
+      if (!d.cuda_memory) return false;
+      any = true;
+    }
+    return any;
+  }
+  auto it = conns_.find(peer);
+  if (it == conns_.end()) return false;  // the inner request then fails with the peer's error
+  for (const Device& d : devices_) {
+    if (d.queue.get() == &it->second->queue()) return d.cuda_memory;
+  }
+  return false;
 }
 
 void Core::schedule_pump(SendQueue& queue) {

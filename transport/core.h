@@ -4,6 +4,8 @@
 // Loop-thread only: the Context reaches it exclusively through tasks posted to its
 // ProgressEngine. Owns every Request until it completes and every Connection until the Core is
 // destroyed (failed connections stay, so later requests to them get the terminal status).
+// Device-buffer requests are owned here too; their CudaPath (transport/cuda_path.h) carries them
+// on inner host-side requests through the same path.
 #pragma once
 
 #include <functional>
@@ -18,6 +20,7 @@
 #include "transport/backend.h"
 #include "transport/config.h"
 #include "transport/connection.h"
+#include "transport/cuda_path.h"
 #include "transport/matcher.h"
 #include "transport/progress_engine.h"
 #include "transport/request.h"
@@ -26,12 +29,13 @@ namespace tictac::transport {
 
 using PeerFn = std::function<void(Result<PeerId>)>;
 
-class Core final : public ConnectionHost {
+class Core final : public ConnectionHost, public CudaPathHost {
  public:
   // `auth_token` (validated by the caller): every connection authenticates with it; nullopt =
   // unauthenticated (refused by peers that have a token). Wiped from memory with the Core.
   Core(ProgressEngine& engine, const TransportConfig& config, std::string name,
-       std::vector<std::unique_ptr<Backend>> backends, std::optional<std::string> auth_token);
+       std::vector<std::unique_ptr<Backend>> backends, std::optional<std::string> auth_token,
+       CudaDevices& cuda);
   ~Core() override;
 
   // Attaches the viable backends and starts the liveness watchdog.
@@ -45,6 +49,9 @@ class Core final : public ConnectionHost {
 
   void send(std::unique_ptr<Request> req);
   void recv(std::unique_ptr<Request> req);
+  // A request on a device buffer (its device prepared by CudaDevices::prepare).
+  void send_device(std::unique_ptr<Request> req, const DeviceRoute& route);
+  void recv_device(std::unique_ptr<Request> req, const DeviceRoute& route);
   void cancel(RequestId id);
   // Completes everything pending with `why`, closes all connections and listeners.
   void close(const Status& why);
@@ -58,11 +65,23 @@ class Core final : public ConnectionHost {
   void connection_failed(Connection& conn, const Status& status) override;
   void schedule_pump(SendQueue& queue) override;
 
+  // --- CudaPathHost ---
+  void submit_inner(std::unique_ptr<Request> req) override;
+  void cancel_inner(RequestId id) override { cancel(id); }
+  void finish_user(Request* req, const Status& status, std::uint64_t bytes, PeerId source) override {
+    finish(req, status, bytes, source);
+  }
+  void fail_peer(PeerId peer, const Status& why) override;
+  bool abort_unmatched(RequestId id, const Status& why) override;
+  bool device_memory_ok(PeerId peer) const override;
+  bool has_unexpected(PeerId peer, Tag tag) const override { return matcher_.has_unexpected(peer, tag); }
+
  private:
   struct Device {
     std::unique_ptr<Backend> backend;
     std::unique_ptr<SendQueue> queue;
     bool attached = false;
+    bool cuda_memory = false;  // Capabilities::cuda_memory, read at init()
     bool pump_scheduled = false;
   };
 
@@ -72,6 +91,8 @@ class Core final : public ConnectionHost {
   void watchdog();
   Connection* established(PeerId peer, Status* error);
   void serve_accepts();
+  // Takes ownership of a device request; false (and completed) when the Core is closed.
+  Request* adopt_device(std::unique_ptr<Request> req);
 
   ProgressEngine& engine_;
   const TransportConfig config_;
@@ -94,6 +115,7 @@ class Core final : public ConnectionHost {
   };
   std::map<std::uint64_t, AcceptWaiter> accept_waiters_;
   std::vector<PeerId> accepted_;  // established incoming peers not yet handed out
+  std::unique_ptr<CudaPath> cuda_;  // last: its destructor may still cancel a timer
 };
 
 }  // namespace tictac::transport

@@ -26,6 +26,13 @@ std::optional<Matcher::Message> Matcher::on_recv(RequestId id, PeerId from_or_an
   return std::nullopt;
 }
 
+bool Matcher::has_unexpected(PeerId from_or_any, Tag tag) const {
+  for (const Message& m : messages_) {
+    if (m.tag == tag && (from_or_any == kAnyPeer || m.peer == from_or_any)) return true;
+  }
+  return false;
+}
+
 bool Matcher::cancel_recv(RequestId id) {
   for (auto it = recvs_.begin(); it != recvs_.end(); ++it) {
     if (it->id == id) {

@@ -30,6 +30,8 @@ class Matcher {
   // nullopt after remembering the receive.
   std::optional<Message> on_recv(RequestId id, PeerId from_or_any, Tag tag);
 
+  // Whether a receive posted now for (from_or_any, tag) would match an unexpected message.
+  bool has_unexpected(PeerId from_or_any, Tag tag) const;
   // Forgets a posted receive; false if it was not waiting.
   bool cancel_recv(RequestId id);
   // Forgets an unexpected message; false if it was not waiting.

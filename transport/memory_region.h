@@ -4,7 +4,9 @@
 // handles to it) but never the memory itself: the caller keeps the buffer and the region alive
 // until every request that uses them has completed (its callback has fired). Host memory is
 // supported; CUDA device memory carries its device and stream (the stream belongs to the buffer:
-// transfers are ordered after work on it), and is refused until the cuda layer is built.
+// sends start after the work enqueued on it, and work enqueued on it after a receive waits for
+// the bytes). Device regions are made by register_device (Context::register_buffer calls it with
+// the context's CUDA table), which checks the pointer against the driver.
 // Not thread-safe to mutate; const use from several threads is fine.
 #pragma once
 
@@ -12,6 +14,7 @@
 #include <cstdint>
 
 #include "common/status.h"
+#include "cuda/api.h"
 
 namespace tictac::transport {
 
@@ -27,9 +30,15 @@ struct BufferDesc {
 
 class MemoryRegion {
  public:
-  // Registers a buffer. Errors: invalid_argument for a null pointer with a non-zero size, and for
-  // CUDA memory (not supported by this build yet: the message says what to do instead).
+  // Registers a host buffer. Errors: invalid_argument for a null pointer with a non-zero size,
+  // and for CUDA memory (the message says to use Context::register_buffer).
   static Result<MemoryRegion> register_buffer(const BufferDesc& desc);
+  // Registers a CUDA buffer (desc.type == cuda) checked with `api` (cuda::describe_buffer): it
+  // must be device or managed memory, lie inside its allocation, and sit on desc.cuda_device
+  // (-1 = take the device the driver reports). Errors: the table's unavailable status
+  // "CUDA not viable: <reason>"; invalid_argument for host memory, a device mismatch, a range past
+  // its allocation or a host desc; cuda_error from the pointer query.
+  static Result<MemoryRegion> register_device(const BufferDesc& desc, cuda::Api& api);
   // Shorthand for host memory.
   static Result<MemoryRegion> host(void* data, std::size_t bytes);
 

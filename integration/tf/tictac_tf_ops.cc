@@ -18,13 +18,12 @@
 //       the transport's per-priority queues decide the wire order.
 // Failures (a dead peer, a timeout, a size mismatch) become TF errors naming the rank and tag.
 // Tags are group::user_tag(int32) values. Also exported for ctypes: tictac_tf_shutdown(),
-// tictac_tf_rank(), tictac_tf_size().
+// tictac_tf_rank(), tictac_tf_size(). The streamed pulls (TictacPullStart/Wait, TictacStamp)
+// are in pull_stream_ops.cc; the session and helpers in op_support.{h,cc}.
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -32,133 +31,17 @@
 
 #include "integration/group/group.h"
 #include "integration/group/tags.h"
+#include "integration/tf/op_support.h"
 #include "tensorflow/c/kernels.h"
-#include "tensorflow/c/ops.h"
 #include "tensorflow/c/tf_status.h"
 #include "tensorflow/c/tf_tensor.h"
-#include "transport/bootstrap/file_store.h"
-#include "transport/bootstrap/tcp_store.h"
-#include "transport/bootstrap/tcp_store_server.h"
 
 namespace {
 
 using tictac::Status;
 using tictac::StatusCode;
-namespace bootstrap = tictac::bootstrap;
 namespace group = tictac::group;
-
-// ---- the process-wide session ---------------------------------------------------------------
-
-struct Session {
-  std::string config;  // "rank/size/store/prefix" for the idempotence check
-  std::unique_ptr<bootstrap::TcpStoreServer> store_server;
-  std::unique_ptr<bootstrap::Store> store;
-  std::unique_ptr<group::Group> group;
-};
-
-std::mutex g_mu;
-// Leaked on purpose: never destroyed by static destructors (the Python layer closes it at exit
-// through tictac_tf_shutdown()).
-Session* g_session = nullptr;
-
-group::Group* current_group() {
-  std::lock_guard lock(g_mu);
-  return g_session != nullptr ? g_session->group.get() : nullptr;
-}
-
-void fail(TF_OpKernelContext* ctx, TF_Code code, const std::string& message) {
-  TF_Status* st = TF_NewStatus();
-  TF_SetStatus(st, code, message.c_str());
-  TF_OpKernelContext_Failure(ctx, st);
-  TF_DeleteStatus(st);
-}
-
-TF_Code tf_code(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::timeout: return TF_DEADLINE_EXCEEDED;
-    case StatusCode::invalid_argument: return TF_INVALID_ARGUMENT;
-    case StatusCode::cancelled: return TF_CANCELLED;
-    case StatusCode::connection_lost: return TF_UNAVAILABLE;
-    case StatusCode::unavailable: return TF_UNAVAILABLE;
-    default: return TF_INTERNAL;
-  }
-}
-
-Status open_session(int rank, int size, const std::string& store_spec, std::int64_t timeout_ms,
-                    const std::string& prefix) {
-  const std::string config = std::to_string(rank) + "/" + std::to_string(size) + "/" +
-                             store_spec + "/" + prefix;
-  std::lock_guard lock(g_mu);
-  if (g_session != nullptr) {
-    if (g_session->config == config) return Status::Ok();
-    return Status(StatusCode::invalid_argument,
-                  "TictacInit: already initialized as " + g_session->config + "; requested " +
-                      config + " (call TictacShutdown first)");
-  }
-  auto session = std::make_unique<Session>();
-  session->config = config;
-  const bootstrap::Millis timeout{timeout_ms};
-  if (store_spec.rfind("file:", 0) == 0) {
-    auto store = bootstrap::FileStore::open(store_spec.substr(5));
-    if (!store.ok()) return store.status();
-    session->store = std::move(*store);
-  } else if (store_spec.rfind("tcp:", 0) == 0) {
-    const std::string hp = store_spec.substr(4);
-    const auto colon = hp.rfind(':');
-    if (colon == std::string::npos) {
-      return Status(StatusCode::invalid_argument, "TictacInit: store '" + store_spec +
-                                                      "' is not tcp:HOST:PORT");
-    }
-    const std::string host = hp.substr(0, colon);
-    int port = 0;
-    try {
-      port = std::stoi(hp.substr(colon + 1));
-    } catch (...) {
-      port = -1;
-    }
-    if (port <= 0 || port > 65535) {
-      return Status(StatusCode::invalid_argument, "TictacInit: bad port in store '" + store_spec + "'");
-    }
-    if (rank == 0) {
-      bootstrap::TcpStoreServerOptions so;
-      so.host = host;
-      so.port = static_cast<std::uint16_t>(port);
-      auto server = bootstrap::TcpStoreServer::start(so);
-      if (!server.ok()) return server.status();
-      session->store_server = std::move(*server);
-    }
-    bootstrap::TcpStoreOptions co;
-    co.connect_timeout = timeout;
-    auto store = bootstrap::TcpStore::connect(host, static_cast<std::uint16_t>(port), co);
-    if (!store.ok()) return store.status();
-    session->store = std::move(*store);
-  } else {
-    return Status(StatusCode::invalid_argument,
-                  "TictacInit: store '" + store_spec + "' must be file:DIR or tcp:HOST:PORT");
-  }
-  group::GroupOptions go;
-  go.rank = rank;
-  go.size = size;
-  go.timeout = std::chrono::milliseconds(timeout_ms);
-  go.key_prefix = prefix;
-  auto created = group::Group::create(*session->store, go);
-  if (!created.ok()) return created.status();
-  session->group = std::move(*created);
-  g_session = session.release();
-  return Status::Ok();
-}
-
-void close_session() {
-  Session* s = nullptr;
-  {
-    std::lock_guard lock(g_mu);
-    s = g_session;
-    g_session = nullptr;
-  }
-  if (s == nullptr) return;
-  if (s->group) s->group->close();
-  delete s;
-}
+using namespace tictac::tf_ops;  // NOLINT(google-build-using-namespace): this TU's helpers
 
 // ---- a batch of transfers, posted together and waited for together -------------------------
 
@@ -258,75 +141,6 @@ class Batch {
   std::vector<tictac::transport::RequestId> ids_;
 };
 
-// ---- attribute helpers ----------------------------------------------------------------------
-
-struct AttrReader {
-  TF_OpKernelConstruction* ctx;
-  TF_Status* st = TF_NewStatus();
-  bool ok = true;
-  ~AttrReader() { TF_DeleteStatus(st); }
-  bool check() {
-    if (ok && TF_GetCode(st) != TF_OK) {
-      ok = false;
-      TF_OpKernelConstruction_Failure(ctx, st);
-    }
-    return ok;
-  }
-  std::int64_t i64(const char* name) {
-    std::int64_t v = 0;
-    if (ok) TF_OpKernelConstruction_GetAttrInt64(ctx, name, &v, st);
-    check();
-    return v;
-  }
-  std::vector<std::int64_t> i64s(const char* name) {
-    std::int32_t n = 0, total = 0;
-    if (ok) TF_OpKernelConstruction_GetAttrSize(ctx, name, &n, &total, st);
-    std::vector<std::int64_t> v(static_cast<std::size_t>(std::max(n, 0)));
-    if (check() && n > 0) TF_OpKernelConstruction_GetAttrInt64List(ctx, name, v.data(), n, st);
-    check();
-    return v;
-  }
-  std::vector<TF_DataType> types(const char* name) {
-    std::int32_t n = 0, total = 0;
-    if (ok) TF_OpKernelConstruction_GetAttrSize(ctx, name, &n, &total, st);
-    std::vector<TF_DataType> v(static_cast<std::size_t>(std::max(n, 0)));
-    if (check() && n > 0) TF_OpKernelConstruction_GetAttrTypeList(ctx, name, v.data(), n, st);
-    check();
-    return v;
-  }
-  TF_DataType type(const char* name) {
-    TF_DataType t = TF_FLOAT;
-    if (ok) TF_OpKernelConstruction_GetAttrType(ctx, name, &t, st);
-    check();
-    return t;
-  }
-  std::string str(const char* name) {
-    std::int32_t n = 0, total = 0;
-    if (ok) TF_OpKernelConstruction_GetAttrSize(ctx, name, &n, &total, st);
-    std::string v(static_cast<std::size_t>(std::max(total, 0)) + 1, '\0');
-    if (check()) TF_OpKernelConstruction_GetAttrString(ctx, name, v.data(), v.size(), st);
-    check();
-    v.resize(static_cast<std::size_t>(std::max(total, 0)));
-    return v;
-  }
-};
-
-void construction_failure(TF_OpKernelConstruction* ctx, const std::string& message) {
-  TF_Status* st = TF_NewStatus();
-  TF_SetStatus(st, TF_INVALID_ARGUMENT, message.c_str());
-  TF_OpKernelConstruction_Failure(ctx, st);
-  TF_DeleteStatus(st);
-}
-
-group::Group* require_group(TF_OpKernelContext* ctx, const char* op) {
-  group::Group* g = current_group();
-  if (g == nullptr) {
-    fail(ctx, TF_FAILED_PRECONDITION,
-         std::string(op) + ": no TicTac group in this process (call tictac.tf.init / TictacInit first)");
-  }
-  return g;
-}
-
 // ---- TictacInit / TictacShutdown ------------------------------------------------------------
 
 struct InitKernel {
@@ -336,7 +150,7 @@ struct InitKernel {
 
 void* init_create(TF_OpKernelConstruction* ctx) {
   auto* k = new InitKernel;
-  AttrReader a{ctx};
+  AttrReader a(ctx);
   k->rank = a.i64("rank");
   k->size = a.i64("size");
   k->timeout_ms = a.i64("timeout_ms");
@@ -375,7 +189,7 @@ struct PullKernel {
 void* pull_create(TF_OpKernelConstruction* ctx, bool all) {
   auto* k = new PullKernel;
   k->all = all;
-  AttrReader a{ctx};
+  AttrReader a(ctx);
   if (!all) {
     Transfer t;
     t.tag = a.i64("tag");
@@ -390,7 +204,7 @@ void* pull_create(TF_OpKernelConstruction* ctx, bool all) {
   auto ranks = a.i64s("ranks");
   auto dims = a.i64s("dims");
   auto types = a.types("T");
-  if (!a.ok) return k;
+  if (!a.ok()) return k;
   if (tags.size() != types.size() || srcs.size() != types.size() || ranks.size() != types.size()) {
     construction_failure(ctx, "TictacPullAll: tags, src_ranks, ranks and T must have one entry per output");
     return k;
@@ -483,7 +297,7 @@ struct PushKernel {
 void* push_create(TF_OpKernelConstruction* ctx, bool all) {
   auto* k = new PushKernel;
   k->all = all;
-  AttrReader a{ctx};
+  AttrReader a(ctx);
   if (!all) {
     k->tags = {a.i64("tag")};
     k->dsts = {a.i64("dst_rank")};
@@ -492,7 +306,7 @@ void* push_create(TF_OpKernelConstruction* ctx, bool all) {
   k->tags = a.i64s("tags");
   k->dsts = a.i64s("dst_ranks");
   auto types = a.types("T");
-  if (a.ok && (k->tags.size() != types.size() || k->dsts.size() != types.size())) {
+  if (a.ok() && (k->tags.size() != types.size() || k->dsts.size() != types.size())) {
     construction_failure(ctx, "TictacPushAll: tags and dst_ranks must have one entry per value");
   }
   return k;
@@ -557,29 +371,6 @@ void push_compute(void* kp, TF_OpKernelContext* ctx) {
 
 // ---- registration ---------------------------------------------------------------------------
 
-void unknown_shape(TF_ShapeInferenceContext* ctx, TF_Status* st) {
-  TF_ShapeInferenceContextSetUnknownShape(ctx, st);
-}
-
-void register_op(const char* name, const std::vector<const char*>& inputs,
-                 const std::vector<const char*>& outputs, const std::vector<const char*>& attrs,
-                 void* (*create)(TF_OpKernelConstruction*), void (*compute)(void*, TF_OpKernelContext*),
-                 void (*destroy)(void*)) {
-  TF_Status* st = TF_NewStatus();
-  TF_OpDefinitionBuilder* b = TF_NewOpDefinitionBuilder(name);
-  for (const char* a : attrs) TF_OpDefinitionBuilderAddAttr(b, a);
-  for (const char* i : inputs) TF_OpDefinitionBuilderAddInput(b, i);
-  for (const char* o : outputs) TF_OpDefinitionBuilderAddOutput(b, o);
-  TF_OpDefinitionBuilderSetIsStateful(b, true);  // never folded, pruned or deduplicated
-  TF_OpDefinitionBuilderSetShapeInferenceFunction(b, &unknown_shape);
-  TF_RegisterOpDefinition(b, st);
-  if (TF_GetCode(st) != TF_OK) std::fprintf(stderr, "tictac tf: op %s: %s\n", name, TF_Message(st));
-  TF_KernelBuilder* kb = TF_NewKernelBuilder(name, "CPU", create, compute, destroy);
-  TF_RegisterKernelBuilder((std::string(name) + "Kernel").c_str(), kb, st);
-  if (TF_GetCode(st) != TF_OK) std::fprintf(stderr, "tictac tf: kernel %s: %s\n", name, TF_Message(st));
-  TF_DeleteStatus(st);
-}
-
 void init_delete(void* k) { delete static_cast<InitKernel*>(k); }
 
 struct Registrar {
@@ -587,34 +378,34 @@ struct Registrar {
     register_op("TictacInit", {}, {},
                 {"rank: int >= 0", "size: int >= 1", "store: string", "timeout_ms: int = 30000",
                  "key_prefix: string = 'tf/'"},
-                &init_create, &init_compute, &init_delete);
-    register_op("TictacShutdown", {}, {}, {}, &empty_create, &shutdown_compute, &empty_delete);
+                &init_create, &init_compute, &init_delete, true);
+    register_op("TictacShutdown", {}, {}, {}, &empty_create, &shutdown_compute, &empty_delete, true);
     register_op("TictacPull", {}, {"out: dtype"},
                 {"tag: int >= 0", "shape: list(int) >= 0", "dtype: type", "src_rank: int >= 0"},
-                &pull_one_create, &pull_compute, &pull_delete);
+                &pull_one_create, &pull_compute, &pull_delete, true);
     register_op("TictacPullAll", {}, {"out: T", "order: int64"},
                 {"tags: list(int) >= 0", "src_ranks: list(int) >= 0", "ranks: list(int) >= 0",
                  "dims: list(int) >= 0", "T: list(type) >= 0"},
-                &pull_all_create, &pull_compute, &pull_delete);
+                &pull_all_create, &pull_compute, &pull_delete, true);
     register_op("TictacPush", {"value: dtype", "priority: int64"}, {},
                 {"tag: int >= 0", "dst_rank: int >= 0", "dtype: type"},
-                &push_one_create, &push_compute, &push_delete);
+                &push_one_create, &push_compute, &push_delete, true);
     register_op("TictacPushAll", {"values: T", "priorities: int64"}, {},
                 {"tags: list(int) >= 0", "dst_ranks: list(int) >= 0", "T: list(type) >= 0"},
-                &push_all_create, &push_compute, &push_delete);
+                &push_all_create, &push_compute, &push_delete, true);
   }
 } registrar;
 
 }  // namespace
 
 extern "C" {
-__attribute__((visibility("default"))) void tictac_tf_shutdown() { close_session(); }
+__attribute__((visibility("default"))) void tictac_tf_shutdown() { tictac::tf_ops::close_session(); }
 __attribute__((visibility("default"))) int tictac_tf_rank() {
-  group::Group* g = current_group();
+  tictac::group::Group* g = tictac::tf_ops::current_group();
   return g != nullptr ? g->rank() : -1;
 }
 __attribute__((visibility("default"))) int tictac_tf_size() {
-  group::Group* g = current_group();
+  tictac::group::Group* g = tictac::tf_ops::current_group();
   return g != nullptr ? g->size() : 0;
 }
 }

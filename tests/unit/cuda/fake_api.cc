@@ -169,6 +169,7 @@ Status FakeApi::destroy_stream(Stream stream) {
 Status FakeApi::wait_value32(Stream stream, DevicePtr addr, std::uint32_t value, bool flush) {
   TICTAC_RETURN_IF_ERROR(enter(flush ? "wait_value32+flush" : "wait_value32"));
   if (addr % 4 != 0) return invalid_argument("misaligned flag address");
+  last_wait_addr_ = addr;
   Op op{OpKind::wait_value};
   op.addr = addr;
   op.value = value;

@@ -49,6 +49,8 @@ class FakeApi final : public Api {
   std::size_t live_events() const { return events_.size(); }
   std::size_t live_streams() const { return streams_created_; }
   std::size_t live_pinned() const { return pinned_.size(); }
+  // The flag address of the most recent wait_value32 (its error word follows at +4).
+  DevicePtr last_wait_addr() const { return last_wait_addr_; }
   DevicePtr last_dmabuf_ptr() const { return last_dmabuf_ptr_; }
   std::size_t last_dmabuf_bytes() const { return last_dmabuf_bytes_; }
 
@@ -112,6 +114,7 @@ class FakeApi final : public Api {
   std::map<const unsigned char*, Region> regions_;
   std::map<void*, std::size_t> pinned_;
   std::vector<void*> device_allocs_;
+  DevicePtr last_wait_addr_ = 0;
   DevicePtr last_dmabuf_ptr_ = 0;
   std::size_t last_dmabuf_bytes_ = 0;
 };

@@ -1,0 +1,333 @@
+#include "transport/cuda_path.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace tictac::transport {
+namespace {
+
+constexpr unsigned kSpinPolls = 64;  // idle polls before backing off to kBackoff
+constexpr auto kBackoff = std::chrono::milliseconds(1);
+
+std::string what(const Request& r) {
+  return std::string(r.kind() == RequestKind::send ? "device send" : "device receive") + " of " +
+         std::to_string(r.length()) + " bytes (tag " + std::to_string(r.tag()) + ")";
+}
+
+}  // namespace
+
+CudaPath::~CudaPath() {
+  if (poll_scheduled_) engine_.cancel_timer(poll_timer_);
+}
+
+void CudaPath::touch(CudaDevice* dev) {
+  if (std::find(touched_.begin(), touched_.end(), dev) == touched_.end()) touched_.push_back(dev);
+}
+
+void CudaPath::send(Request* user, const DeviceRoute& route) { add(user, route, /*send=*/true); }
+
+void CudaPath::recv(Request* user, const DeviceRoute& route) { add(user, route, /*send=*/false); }
+
+void CudaPath::add(Request* user, const DeviceRoute& route, bool send) {
+  const RequestId id = user->id();
+  CudaDevice* dev = devices_.get(route.device);
+  if (dev == nullptr) {
+    host_.finish_user(user,
+                      internal_error(what(*user) + " on CUDA device " + std::to_string(route.device) +
+                                     " reached the loop before the device was prepared"),
+                      0, user->peer());
+    return;
+  }
+  touch(dev);
+  Entry e;
+  e.user = user;
+  e.route = route;
+  e.dev = dev;
+  e.send = send;
+  e.staged = !host_.device_memory_ok(user->peer());
+  if (send) user->set_state(RequestState::waiting_for_stream);
+  auto [it, inserted] = entries_.emplace(id, std::move(e));
+  if (!inserted) {
+    host_.finish_user(user, internal_error("request id " + std::to_string(id) + " used twice"), 0, user->peer());
+    return;
+  }
+  start(id, it->second);
+}
+
+void CudaPath::start(RequestId id, Entry& e) {
+  e.phase = Phase::start;
+  const Request& u = *e.user;
+  if (e.send && !e.staged) {
+    Result<std::uint64_t> gate = e.dev->gate->after_producer(e.route.stream);
+    if (gate.status().code() == StatusCode::resource_exhausted) return schedule_poll();  // retried
+    if (!gate.ok()) return finish(id, gate.status().with_context(what(u)), 0, u.peer());
+    e.gate_id = *gate;
+    e.phase = Phase::gated;
+    gates_[{e.dev, e.gate_id}] = id;
+    return schedule_poll();
+  }
+  if (e.send) {
+    e.total = u.length();
+    if (e.total == 0) return submit_inner_send(id, e);
+    e.shadow = std::make_unique_for_overwrite<std::byte[]>(e.total);
+    e.phase = Phase::to_host;
+    return issue_copies(id, e);
+  }
+  Result<cuda::ArrivalTicket> t = e.dev->arrivals->wait_on_stream(e.route.stream, Clock::now());
+  if (t.status().code() == StatusCode::resource_exhausted) return schedule_poll();  // retried
+  if (!t.ok()) return finish(id, t.status().with_context(what(u)), 0, u.peer());
+  e.ticket = *t;
+  e.deadline = Clock::now() + e.dev->arrival_timeout;
+  tickets_[{e.dev, t->id}] = id;
+  if (!e.staged && host_.has_unexpected(u.peer(), u.tag())) e.staged = true;
+  if (e.staged && u.length() > 0) e.shadow = std::make_unique_for_overwrite<std::byte[]>(u.length());
+  submit_inner_recv(id, e);
+}
+
+void CudaPath::submit_inner_send(RequestId id, Entry& e) { submit_inner(id, e, RequestKind::send); }
+
+void CudaPath::submit_inner_recv(RequestId id, Entry& e) { submit_inner(id, e, RequestKind::recv); }
+
+void CudaPath::submit_inner(RequestId id, Entry& e, RequestKind kind) {
+  Request& u = *e.user;
+  std::byte* data = e.staged ? e.shadow.get() : u.data();
+  e.inner_id = next_inner_++;
+  e.phase = Phase::inner;
+  by_inner_[e.inner_id] = id;
+  u.set_state(RequestState::posted);
+  auto inner = std::make_unique<Request>(
+      e.inner_id, kind, u.peer(), u.tag(), data, u.length(), u.priority(),
+      [this, id](const Status& st, std::uint64_t bytes, PeerId source) { on_inner_done(id, st, bytes, source); });
+  schedule_poll();
+  host_.submit_inner(std::move(inner));  // may complete it (and erase `e`) at once
+}
+
+void CudaPath::on_inner_done(RequestId id, const Status& status, std::uint64_t bytes, PeerId source) {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;  // completed already (close, timeout)
+  Entry& e = it->second;
+  by_inner_.erase(e.inner_id);
+  if (e.send || !status.ok()) return finish(id, status, bytes, source);
+  e.source = source;
+  e.total = bytes;
+  if (e.staged && bytes > 0) {
+    e.phase = Phase::to_device;
+    return issue_copies(id, e);
+  }
+  arrived(id, e);
+}
+
+void CudaPath::issue_copies(RequestId id, Entry& e) {
+  cuda::StagingPool& staging = *e.dev->staging;
+  const std::uint64_t piece = staging.buffer_bytes();
+  while (e.issued < e.total) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(piece, e.total - e.issued));
+    Result<std::uint64_t> copy = copy_piece(e, n);
+    if (copy.status().code() == StatusCode::resource_exhausted) break;  // more after a poll
+    if (!copy.ok()) {
+      return finish(id, copy.status().with_context(what(*e.user) + ": staging through host memory"), 0,
+                    e.user->peer());
+    }
+    copies_[{e.dev, *copy}] = CopyRef{id, e.issued};
+    e.issued += n;
+  }
+  schedule_poll();
+}
+
+Result<std::uint64_t> CudaPath::copy_piece(Entry& e, std::size_t n) {
+  cuda::StagingPool& staging = *e.dev->staging;
+  if (e.send) return staging.copy_to_host(e.user->data() + e.issued, n, e.route.stream);
+  Result<cuda::StagingBuffer> b = staging.acquire();
+  if (!b.ok()) return b.status();
+  std::memcpy(b->host, e.shadow.get() + e.issued, n);
+  Result<std::uint64_t> copy = staging.copy_to_device(*b, n, e.user->data() + e.issued, e.route.stream);
+  if (!copy.ok()) (void)staging.release(*b);  // refused (harmlessly) when the copy was enqueued anyway
+  return copy;
+}
+
+void CudaPath::on_copy_done(const cuda::StagingDone& done, CudaDevice* dev) {
+  const bool lent = done.kind == cuda::StagingDone::Kind::to_host && done.status.ok();
+  auto c = copies_.find({dev, done.id});
+  auto it = c == copies_.end() ? entries_.end() : entries_.find(c->second.user);
+  if (it == entries_.end()) {  // its request completed meanwhile
+    if (c != copies_.end()) copies_.erase(c);
+    if (lent) (void)dev->staging->release(done.buffer);
+    return;
+  }
+  const CopyRef ref = c->second;
+  copies_.erase(c);
+  Entry& e = it->second;
+  if (!done.status.ok()) {
+    return finish(ref.user, done.status.with_context(what(*e.user) + ": staging through host memory"), 0,
+                  e.user->peer());
+  }
+  if (lent) {
+    std::memcpy(e.shadow.get() + ref.offset, done.buffer.host, done.bytes);
+    (void)dev->staging->release(done.buffer);
+  }
+  e.copied += done.bytes;
+  if (e.copied < e.total) return;
+  if (e.send) return submit_inner_send(ref.user, e);
+  arrived(ref.user, e);
+}
+
+void CudaPath::arrived(RequestId id, Entry& e) {
+  e.phase = Phase::releasing;
+  Status s = e.dev->arrivals->complete(*e.ticket);
+  if (s.code() == StatusCode::resource_exhausted) return schedule_poll();  // retried
+  if (s.ok()) {
+    tickets_.erase({e.dev, e.ticket->id});
+    e.ticket.reset();
+  }
+  finish(id, s.ok() ? s : s.with_context(what(*e.user) + ": releasing the consumer stream"),
+         s.ok() ? e.total : 0, e.source);
+}
+
+void CudaPath::finish(RequestId id, const Status& status, std::uint64_t bytes, PeerId source) {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return;
+  Entry& e = it->second;
+  if (e.ticket) {  // released with the error sentinel: the stream never hangs
+    (void)e.dev->arrivals->fail(*e.ticket);
+    tickets_.erase({e.dev, e.ticket->id});
+  }
+  if (e.phase == Phase::gated) {
+    (void)e.dev->gate->cancel(e.gate_id);
+    gates_.erase({e.dev, e.gate_id});
+  }
+  if (e.phase == Phase::inner) by_inner_.erase(e.inner_id);  // its callback finds nothing
+  Request* user = e.user;
+  entries_.erase(it);  // copies still in flight return their buffers when they finish
+  host_.finish_user(user, status, bytes, source);
+}
+
+bool CudaPath::cancel(RequestId id) {
+  auto it = entries_.find(id);
+  if (it == entries_.end()) return false;
+  Entry& e = it->second;
+  switch (e.phase) {
+    case Phase::inner:
+      host_.cancel_inner(e.inner_id);  // its callback completes the device request
+      break;
+    case Phase::to_device:
+    case Phase::releasing:
+      break;  // the bytes are here and being copied up: completes normally
+    default:
+      finish(id, Status(StatusCode::cancelled, what(*e.user) + " cancelled"), 0, e.user->peer());
+  }
+  return true;
+}
+
+void CudaPath::on_bound(RequestId inner, PeerId peer) {
+  auto it = by_inner_.find(inner);
+  if (it != by_inner_.end()) entries_.at(it->second).bound = peer;
+}
+
+void CudaPath::peer_failed(PeerId peer, const Status& why) {
+  std::vector<RequestId> ids;
+  for (const auto& [id, e] : entries_) {
+    const bool before_inner = e.phase == Phase::start || e.phase == Phase::gated || e.phase == Phase::to_host;
+    if (before_inner && e.user->peer() == peer) ids.push_back(id);
+  }
+  for (RequestId id : ids) finish(id, why, 0, peer);
+}
+
+void CudaPath::close(const Status& why) {
+  std::vector<RequestId> ids;
+  for (const auto& [id, e] : entries_) ids.push_back(id);
+  for (RequestId id : ids) finish(id, why, 0, kNoPeer);
+}
+
+void CudaPath::on_timeout(RequestId id, const cuda::ArrivalFailure& failure) {
+  Entry& e = entries_.at(id);
+  tickets_.erase({e.dev, failure.ticket.id});
+  e.ticket.reset();  // already released with the sentinel
+  const Status why(StatusCode::timeout, what(*e.user) + ": " + failure.status.message());
+  if (e.phase == Phase::inner && e.bound != kNoPeer) {
+    host_.fail_peer(e.bound, why);  // the peer announced it and went quiet: the endpoint failed
+    return;
+  }
+  if (e.phase == Phase::inner && host_.abort_unmatched(e.inner_id, why)) return;
+  finish(id, why, 0, e.source);
+}
+
+bool CudaPath::busy() const {
+  if (!copies_.empty()) return true;
+  for (const CudaDevice* d : touched_) {
+    if (d->gate->pending() > 0) return true;
+  }
+  for (const auto& [id, e] : entries_) {
+    if (e.phase == Phase::start || e.phase == Phase::releasing || e.issued < e.total) return true;
+  }
+  return false;
+}
+
+void CudaPath::schedule_poll() {
+  const auto now = Clock::now();
+  std::optional<Clock::time_point> when;
+  if (busy()) {
+    when = idle_polls_ < kSpinPolls ? now : now + kBackoff;
+  } else {
+    for (const auto& [id, e] : entries_) {
+      if (e.ticket && (!when || e.deadline < *when)) when = e.deadline;
+    }
+  }
+  if (!when) return;
+  if (poll_scheduled_ && poll_at_ <= *when) return;
+  if (poll_scheduled_) engine_.cancel_timer(poll_timer_);
+  poll_scheduled_ = true;
+  poll_at_ = *when;
+  poll_timer_ = engine_.add_timer(*when, [this] { poll(); });
+}
+
+void CudaPath::poll() {
+  poll_scheduled_ = false;
+  bool moved = false;
+  const auto now = Clock::now();
+  for (CudaDevice* dev : touched_) {
+    for (const cuda::GateRelease& r : dev->gate->poll()) {
+      moved = true;
+      auto g = gates_.find({dev, r.id});
+      if (g == gates_.end()) continue;  // cancelled
+      const RequestId id = g->second;
+      gates_.erase(g);
+      Entry& e = entries_.at(id);
+      if (!r.status.ok()) {
+        finish(id, r.status.with_context(what(*e.user) + ": waiting for its producer stream"), 0, e.user->peer());
+      } else {
+        submit_inner_send(id, e);
+      }
+    }
+    for (const cuda::StagingDone& d : dev->staging->poll()) {
+      moved = true;
+      on_copy_done(d, dev);
+    }
+    for (const cuda::ArrivalFailure& f : dev->arrivals->poll(now)) {
+      moved = true;
+      auto t = tickets_.find({dev, f.ticket.id});
+      if (t != tickets_.end()) on_timeout(t->second, f);
+    }
+  }
+  // Work that waited for a pool (events, flags, staging buffers) retries now.
+  std::vector<RequestId> retry;
+  for (const auto& [id, e] : entries_) {
+    if (e.phase == Phase::start || e.phase == Phase::releasing || e.issued < e.total) retry.push_back(id);
+  }
+  for (RequestId id : retry) {
+    auto it = entries_.find(id);
+    if (it == entries_.end()) continue;
+    Entry& e = it->second;
+    if (e.phase == Phase::start) {
+      start(id, e);
+    } else if (e.phase == Phase::releasing) {
+      arrived(id, e);
+    } else if (e.phase == Phase::to_host || e.phase == Phase::to_device) {
+      issue_copies(id, e);
+    }
+  }
+  idle_polls_ = moved ? 0 : idle_polls_ + 1;
+  schedule_poll();
+}
+
+}  // namespace tictac::transport
