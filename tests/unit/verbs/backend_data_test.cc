@@ -266,6 +266,7 @@ TEST(VerbsBackendSetup, QpInfoRoundTripsAndRejectsBadFields) {
   };
   EXPECT_TRUE(contains(broken(0, 0, "magic"), "bad magic"));
   EXPECT_TRUE(contains(broken(4, 9, "version"), "version 9"));
+  EXPECT_TRUE(contains(broken(4, 1, "version 1"), "older TicTac"));
   EXPECT_TRUE(contains(broken(7, 6, "mtu"), "MTU code 6"));
   EXPECT_TRUE(contains(broken(16, 0x01, "same qpn"), "QP numbers"));   // ctrl_qpn = data_qpn
   EXPECT_TRUE(contains(broken(49, 0x20, "slots"), "slots"));           // 8224 slots

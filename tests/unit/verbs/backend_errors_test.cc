@@ -52,16 +52,8 @@ class BackendErrors : public ::testing::Test {
   BackendPair& connect_to_rogue(RogueOptions o, VerbsConfig a_config = small_ring()) {
     pair_ = std::make_unique<BackendPair>(fabric_.api(), a_config, small_ring());
     rogue_ = std::make_unique<RoguePeer>(fabric_.api(), o);
-    const std::string addr = rogue_->listen();
-    bool done = false;
-    pair_->a.backend->connect(addr, transport::Clock::now() + std::chrono::seconds(10),
-                              [&](Result<std::unique_ptr<transport::Endpoint>> ep) {
-                                done = true;
-                                ASSERT_TRUE(ep.ok()) << ep.status().to_string();
-                                pair_->a.endpoint = std::move(ep).value();
-                                pair_->a.endpoint->start(&pair_->a.sink);
-                              });
-    EXPECT_TRUE(pair_->run_until([&] { return done; }));
+    const Status st = pair_->connect_a_to(rogue_->listen());
+    EXPECT_TRUE(st.ok()) << st.to_string();
     EXPECT_TRUE(rogue_->join()) << rogue_->error();
     return *pair_;
   }

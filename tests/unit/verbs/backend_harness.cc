@@ -30,8 +30,12 @@ void RecordingSink::note_call() {
 Result<transport::Destination> RecordingSink::on_header(const Header& header) {
   note_call();
   if (!refuse_headers.ok()) return refuse_headers;
-  landing_.assign(header.length, std::byte{0});
   transport::Destination d;
+  if (place_data != nullptr && header.type == FrameType::data) {
+    d.data = place_data + header.offset;
+    return d;
+  }
+  landing_.assign(header.length, std::byte{0});
   d.data = landing_.data();
   return d;
 }
@@ -139,6 +143,21 @@ bool BackendPair::connect() {
   const bool ok = run_until([&] { return (a.endpoint && b.endpoint) || !failed.ok(); });
   EXPECT_TRUE(failed.ok()) << failed.to_string();
   return ok && failed.ok();
+}
+
+Status BackendPair::connect_a_to(const std::string& address) {
+  Status result(StatusCode::internal, "connect did not finish");
+  bool done = false;
+  a.backend->connect(address, transport::Clock::now() + std::chrono::seconds(10),
+                     [&](Result<std::unique_ptr<transport::Endpoint>> ep) {
+                       done = true;
+                       result = ep.status();
+                       if (!ep.ok()) return;
+                       a.endpoint = std::move(ep).value();
+                       a.endpoint->start(&a.sink);
+                     });
+  EXPECT_TRUE(run_until([&] { return done; }));
+  return result;
 }
 
 void BackendPair::close_all() {
@@ -284,7 +303,9 @@ void RoguePeer::serve() {
     error_ = st.to_string();
     return;
   }
-  const auto out = encode(me);
+  auto out = encode(me);
+  out[4] = std::byte{static_cast<std::uint8_t>(options_.qp_info_version)};
+  out[5] = std::byte{static_cast<std::uint8_t>(options_.qp_info_version >> 8)};
   if (::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) {
     error_ = "cannot send QpInfo";
     return;

@@ -43,6 +43,7 @@ class RecordingSink final : public transport::EndpointSink {
   std::vector<Status> failures;
   int calls_after_failure = 0;  // must stay 0
   Status refuse_headers;        // non-ok: on_header returns it
+  std::byte* place_data = nullptr;  // set: DATA lands at place_data + offset (a zero-copy export)
 
  private:
   void note_call();
@@ -68,6 +69,9 @@ class BackendPair {
   bool attached() const { return attached_; }
   // A connects to B's listener; both endpoints started with their sinks.
   bool connect();
+  // A connects to `address` ("127.0.0.1:<port>", e.g. a RoguePeer); A's endpoint started.
+  // Returns the connect's status.
+  Status connect_a_to(const std::string& address);
   // Drives both loops until pred() holds (true) or a generous bound against hangs passes.
   bool run_until(const std::function<bool()>& pred);
   // Drives both loops for a few iterations (to show that nothing more happens).
@@ -85,6 +89,7 @@ class BackendPair {
 struct RogueOptions {
   bool advertise_bad_rkey = false;  // our WRITEs into its ring fail with a remote access error
   bool post_data_receives = true;   // false: our WRITE WITH IMMEDIATE meets RNR
+  std::uint16_t qp_info_version = kQpInfoVersion;  // what its QpInfo says it speaks
 };
 
 class RoguePeer {
