@@ -192,6 +192,7 @@ Connection* Core::established(PeerId peer, Status* error) {
 }
 
 void Core::send(std::unique_ptr<Request> req) {
+  if (cuda_->hold_send(req)) return;  // behind an earlier device send with the same peer and tag
   Request* r = req.get();
   requests_.emplace(r->id(), std::move(req));
   if (closed_) {

@@ -9,6 +9,7 @@ namespace {
 
 constexpr unsigned kSpinPolls = 64;  // idle polls before backing off to kBackoff
 constexpr auto kBackoff = std::chrono::milliseconds(1);
+constexpr RequestId kFirstInner = RequestId{1} << 62;
 
 std::string what(const Request& r) {
   return std::string(r.kind() == RequestKind::send ? "device send" : "device receive") + " of " +
@@ -52,6 +53,7 @@ void CudaPath::add(Request* user, const DeviceRoute& route, bool send) {
     host_.finish_user(user, internal_error("request id " + std::to_string(id) + " used twice"), 0, user->peer());
     return;
   }
+  if (send) order_[{user->peer(), user->tag()}].push_back(Waiting{id, nullptr});
   start(id, it->second);
 }
 
@@ -69,7 +71,7 @@ void CudaPath::start(RequestId id, Entry& e) {
   }
   if (e.send) {
     e.total = u.length();
-    if (e.total == 0) return submit_inner_send(id, e);
+    if (e.total == 0) return ready_to_send(id, e);
     e.shadow = std::make_unique_for_overwrite<std::byte[]>(e.total);
     e.phase = Phase::to_host;
     return issue_copies(id, e);
@@ -85,7 +87,64 @@ void CudaPath::start(RequestId id, Entry& e) {
   submit_inner_recv(id, e);
 }
 
-void CudaPath::submit_inner_send(RequestId id, Entry& e) { submit_inner(id, e, RequestKind::send); }
+void CudaPath::ready_to_send(RequestId id, Entry& e) {
+  (void)id;
+  e.ready = true;
+  drain({e.user->peer(), e.user->tag()});
+}
+
+void CudaPath::drain(const OrderKey& key) {
+  if (!draining_.insert(key).second) return;  // the outer drain of this key goes on
+  for (;;) {
+    auto q = order_.find(key);
+    if (q == order_.end() || q->second.empty()) break;
+    Waiting& w = q->second.front();
+    if (w.host) {
+      std::unique_ptr<Request> r = std::move(w.host);
+      q->second.pop_front();
+      bypass_ = true;
+      host_.submit_inner(std::move(r));
+      bypass_ = false;
+      continue;
+    }
+    auto it = entries_.find(w.id);
+    if (it != entries_.end() && !it->second.ready) break;  // the head still waits
+    const RequestId id = w.id;
+    q->second.pop_front();
+    if (it != entries_.end()) submit_inner(id, it->second, RequestKind::send);
+  }
+  auto q = order_.find(key);
+  if (q != order_.end() && q->second.empty()) order_.erase(q);
+  draining_.erase(key);
+}
+
+bool CudaPath::hold_send(std::unique_ptr<Request>& req) {
+  if (bypass_ || req->id() >= kFirstInner) return false;
+  auto q = order_.find({req->peer(), req->tag()});
+  if (q == order_.end() || q->second.empty()) return false;
+  const RequestId id = req->id();
+  q->second.push_back(Waiting{id, std::move(req)});
+  return true;
+}
+
+template <typename Pred>
+void CudaPath::drop_held(Pred pred, const Status& why) {
+  std::vector<std::unique_ptr<Request>> dropped;
+  std::vector<OrderKey> keys;
+  for (auto& [key, q] : order_) {
+    for (auto it = q.begin(); it != q.end();) {
+      if (it->host && pred(*it->host)) {
+        dropped.push_back(std::move(it->host));
+        it = q.erase(it);
+        keys.push_back(key);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto& r : dropped) r->complete(why, 0, r->peer());
+  for (const OrderKey& k : keys) drain(k);
+}
 
 void CudaPath::submit_inner_recv(RequestId id, Entry& e) { submit_inner(id, e, RequestKind::recv); }
 
@@ -168,7 +227,7 @@ void CudaPath::on_copy_done(const cuda::StagingDone& done, CudaDevice* dev) {
   }
   e.copied += done.bytes;
   if (e.copied < e.total) return;
-  if (e.send) return submit_inner_send(ref.user, e);
+  if (e.send) return ready_to_send(ref.user, e);
   arrived(ref.user, e);
 }
 
@@ -197,14 +256,26 @@ void CudaPath::finish(RequestId id, const Status& status, std::uint64_t bytes, P
     gates_.erase({e.dev, e.gate_id});
   }
   if (e.phase == Phase::inner) by_inner_.erase(e.inner_id);  // its callback finds nothing
+  const bool unsent = e.send && e.phase != Phase::inner;
   Request* user = e.user;
+  const OrderKey key{user->peer(), user->tag()};
   entries_.erase(it);  // copies still in flight return their buffers when they finish
   host_.finish_user(user, status, bytes, source);
+  if (unsent) drain(key);  // what waited behind it goes now
 }
 
 bool CudaPath::cancel(RequestId id) {
   auto it = entries_.find(id);
-  if (it == entries_.end()) return false;
+  if (it == entries_.end()) {
+    bool held = false;
+    auto match = [&](const Request& r) {
+      if (r.id() != id) return false;
+      held = true;
+      return true;
+    };
+    drop_held(match, Status(StatusCode::cancelled, "send cancelled"));
+    return held;
+  }
   Entry& e = it->second;
   switch (e.phase) {
     case Phase::inner:
@@ -231,9 +302,11 @@ void CudaPath::peer_failed(PeerId peer, const Status& why) {
     if (before_inner && e.user->peer() == peer) ids.push_back(id);
   }
   for (RequestId id : ids) finish(id, why, 0, peer);
+  drop_held([peer](const Request& r) { return r.peer() == peer; }, why);
 }
 
 void CudaPath::close(const Status& why) {
+  drop_held([](const Request&) { return true; }, why);
   std::vector<RequestId> ids;
   for (const auto& [id, e] : entries_) ids.push_back(id);
   for (RequestId id : ids) finish(id, why, 0, kNoPeer);
@@ -296,7 +369,7 @@ void CudaPath::poll() {
       if (!r.status.ok()) {
         finish(id, r.status.with_context(what(*e.user) + ": waiting for its producer stream"), 0, e.user->peer());
       } else {
-        submit_inner_send(id, e);
+        ready_to_send(id, e);
       }
     }
     for (const cuda::StagingDone& d : dev->staging->poll()) {

@@ -20,9 +20,10 @@
 //                 or whose peer failed is released with the error sentinel (never a hanging
 //                 stream); a timeout also marks its endpoint failed. Gated and copying sends of a
 //                 failed peer complete with the peer's status.
-// Staged transfers hold a host shadow of the whole message (not pipelined per chunk). A device
-// send becomes visible to the peer's matching when it is ready, so it may overtake host sends
-// of the same tag submitted after it.
+// Staged transfers hold a host shadow of the whole message (not pipelined per chunk).
+// Order: sends to one (peer, tag) are announced in submission order: a send (device or host)
+// submitted while an earlier device send to the same key is not yet handed to the core waits
+// behind it here (hold_send), so the receiver matches them in the order they were sent.
 // Polling: poll() (a loop timer) queries events and flags only; it spins while copies or gates
 // are pending (backing off to 1 ms when nothing moved) and otherwise sleeps until the next
 // arrival deadline. Loop-thread only; never calls a blocking CUDA function (the pools are made by
@@ -30,9 +31,11 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -85,8 +88,11 @@ class CudaPath {
   // The user's request (already in the Core's table, state queued) for a device buffer.
   void send(Request* user, const DeviceRoute& route);
   void recv(Request* user, const DeviceRoute& route);
-  // true when `id` is a device request (it completes as cancelled, or normally if its bytes are
-  // already being copied to the device).
+  // A host send about to enter the core: takes it (true) when an earlier device send to the same
+  // (peer, tag) is still waiting for its stream or its copies; it is submitted after that one.
+  bool hold_send(std::unique_ptr<Request>& req);
+  // true when `id` is a device request or a held host send (it completes as cancelled, or
+  // normally if its bytes are already being copied to the device).
   bool cancel(RequestId id);
   // An inner receive was bound to a message of `peer`.
   void on_bound(RequestId inner, PeerId peer);
@@ -117,6 +123,12 @@ class CudaPath {
     std::uint64_t total = 0;    // bytes to copy
     std::uint64_t issued = 0;   // bytes whose copy was enqueued
     std::uint64_t copied = 0;   // bytes whose copy finished
+    bool ready = false;         // send: may be handed to the core once it heads its key's order
+  };
+  using OrderKey = std::pair<PeerId, Tag>;
+  struct Waiting {
+    RequestId id = 0;
+    std::unique_ptr<Request> host;  // a held host send; null for a device send (in entries_)
   };
   struct CopyRef {
     RequestId user = 0;
@@ -126,7 +138,13 @@ class CudaPath {
 
   void add(Request* user, const DeviceRoute& route, bool send);
   void start(RequestId id, Entry& e);
-  void submit_inner_send(RequestId id, Entry& e);
+  // A device send is ready to be announced: hands it (and what waits behind it) to the core in
+  // submission order.
+  void ready_to_send(RequestId id, Entry& e);
+  void drain(const OrderKey& key);
+  // Completes held host sends matching `pred` with `why`.
+  template <typename Pred>
+  void drop_held(Pred pred, const Status& why);
   void submit_inner_recv(RequestId id, Entry& e);
   void submit_inner(RequestId id, Entry& e, RequestKind kind);
   // One staging copy of e's next piece (send: device -> host; receive: host -> device).
@@ -152,6 +170,9 @@ class CudaPath {
   std::map<DevKey, RequestId> gates_;
   std::map<DevKey, CopyRef> copies_;                   // staging copies in flight
   std::map<DevKey, RequestId> tickets_;
+  std::map<OrderKey, std::deque<Waiting>> order_;  // sends per key, in submission order
+  std::set<OrderKey> draining_;
+  bool bypass_ = false;  // drain() is handing a held host send to the core
   std::vector<CudaDevice*> touched_;
   RequestId next_inner_ = RequestId{1} << 62;  // disjoint from the Context's ids
   bool poll_scheduled_ = false;

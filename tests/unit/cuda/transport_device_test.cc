@@ -288,6 +288,41 @@ TEST_P(DeviceTransport, UnexpectedMessageLandsOnTheDeviceWhenTheReceiveComes) {
   EXPECT_GT(std::count(api_.calls().begin(), api_.calls().end(), "memcpy_async"), copies_before);
 }
 
+TEST_P(DeviceTransport, SendsToOnePeerAndTagAreMatchedInSubmissionOrder) {
+  connect();
+  constexpr std::size_t kBytes = 4096 + 100;
+  auto* dev = static_cast<unsigned char*>(api_.alloc_device(kBytes));
+  std::memset(dev, 0xD1, kBytes);
+  std::vector<unsigned char> host_a(kBytes, 0xA1), host_b(kBytes, 0xB2), host_c(kBytes, 0xC3);
+  MemoryRegion d = device_region(*sender_, dev, kBytes, producer_);
+  MemoryRegion ha = std::move(sender_->register_buffer(BufferDesc{host_a.data(), kBytes})).value();
+  MemoryRegion hb = std::move(sender_->register_buffer(BufferDesc{host_b.data(), kBytes})).value();
+  MemoryRegion hc = std::move(sender_->register_buffer(BufferDesc{host_c.data(), kBytes})).value();
+  std::vector<std::vector<unsigned char>> got(3, std::vector<unsigned char>(kBytes, 0));
+  std::vector<MemoryRegion> ins;
+  for (auto& g : got) ins.push_back(std::move(receiver_->register_buffer(BufferDesc{g.data(), kBytes})).value());
+  std::vector<Done> sent(4), received(3);
+  api_.enqueue_hold(producer_);
+  // Host A goes first; the device send waits for its producer; host B and C were sent after it,
+  // and C is cancelled while it waits behind the device send.
+  sender_->send(to_receiver_, 8, ha, 0, kBytes, 0, record(&sent[0]));
+  sender_->send(to_receiver_, 8, d, 0, kBytes, 0, record(&sent[1]));
+  sender_->send(to_receiver_, 8, hb, 0, kBytes, 0, record(&sent[2]));
+  const RequestId c = sender_->send(to_receiver_, 8, hc, 0, kBytes, 0, record(&sent[3]));
+  for (int i = 0; i < 3; ++i) receiver_->recv(from_sender_, 8, ins[i], 0, kBytes, record(&received[i]));
+  for (int i = 0; i < 200; ++i) step();
+  sender_->cancel(c);
+  ASSERT_TRUE(pump([&] { return received[0].fired && sent[3].fired; }));
+  EXPECT_EQ(sent[3].status.code(), StatusCode::cancelled) << sent[3].status.to_string();
+  EXPECT_FALSE(received[1].fired) << "host B overtook the device send submitted before it";
+  EXPECT_FALSE(sent[2].fired);
+  api_.release_hold(producer_);
+  ASSERT_TRUE(pump([&] { return received[1].fired && received[2].fired; }));
+  EXPECT_EQ(got[0], host_a);
+  EXPECT_EQ(got[1], std::vector<unsigned char>(kBytes, 0xD1));
+  EXPECT_EQ(got[2], host_b);
+}
+
 TEST_P(DeviceTransport, ArrivalTimeoutReleasesTheStreamWithTheSentinelAndFailsTheEndpoint) {
   setenv("TICTAC_CUDA_ARRIVAL_TIMEOUT", "150ms", 1);
   connect();
