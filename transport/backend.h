@@ -34,7 +34,10 @@ struct Viability {
 
 struct Capabilities {
   bool host_memory = true;
-  bool cuda_memory = false;  // can read/write device memory directly
+  // post() payloads and Destination::data may be CUDA device pointers: the backend reads and
+  // writes device memory itself (no host memcpy). The core then sends and receives device
+  // buffers without staging (transport/cuda_path.h); false = staged through host memory.
+  bool cuda_memory = false;
   bool dma_buf = false;
   std::uint32_t max_frames_in_flight = 0;  // per endpoint, 0 = no fixed limit
 };

@@ -4,7 +4,6 @@ Run: .venv-tf/bin/python -m pytest -q tests/tf (or `meson test -C build tf`). Sk
 the reason, when the op library is not built. Every cluster test runs 1 server + 2 workers as
 subprocesses over loopback with a FileStore in a temporary directory.
 """
-import json
 import os
 import pathlib
 import subprocess
@@ -31,49 +30,7 @@ pytestmark = pytest.mark.skipif(tt is None, reason=f"tictac.tf not importable: {
 
 import tf_model  # noqa: E402
 
-PY = sys.executable
-
-
-def _env(extra=None):
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "python"), env.get("PYTHONPATH", "")])
-    env["TF_CPP_MIN_LOG_LEVEL"] = "3"
-    env.update(extra or {})
-    return env
-
-
-def _cluster(tmp, policy, worker_args=(), env=None, timeout=30, wait_s=55, server_args=()):
-    """Runs 1 server + 2 workers; returns (server rc, server stderr, stats lines, worker results
-    by rank (None for a worker that failed), npz path)."""
-    store = f"file:{tmp / 'store'}"
-    stats, save = tmp / "stats.jsonl", tmp / "final.npz"
-    srv = subprocess.Popen([PY, "-m", "tictac.tf.server", "--rank", "0", "--world-size", "3", "--store", store,
-                            "--policy", policy, "--lr", "0.1", "--stats", str(stats), "--save", str(save),
-                            "--timeout", str(timeout), *server_args],
-                           env=_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wks = [subprocess.Popen([PY, str(HERE / "tf_worker.py"), "--rank", str(r), "--world", "3", "--store", store,
-                             "--out", str(tmp / f"w{r}.json"), "--timeout", str(timeout), *worker_args],
-                            env=_env(env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-           for r in (1, 2)]
-    deadline = time.monotonic() + wait_s
-    try:
-        _, err = srv.communicate(timeout=max(1, deadline - time.monotonic()))
-    finally:
-        for p in [srv] + wks:
-            if p.poll() is None:
-                try:
-                    p.wait(timeout=max(1, deadline - time.monotonic()))
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-    results = {}
-    for r, p in zip((1, 2), wks):
-        out = tmp / f"w{r}.json"
-        results[r] = json.loads(out.read_text()) if p.returncode == 0 and out.exists() else None
-        if p.returncode not in (0,) and results[r] is None:
-            results[f"stderr{r}"] = p.stderr.read()[-2000:]
-    lines = [json.loads(l) for l in stats.read_text().splitlines()] if stats.exists() else []
-    return srv.returncode, err, lines, results, save
+from cluster import PY, _cluster, _env  # noqa: E402
 
 
 def test_library_loads_in_fresh_process():
@@ -82,7 +39,8 @@ def test_library_loads_in_fresh_process():
     p = subprocess.run([PY, "-c", code], env=_env(), capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "libtictac_tf_ops.so" in p.stdout
-    for op in ["TictacInit", "TictacPull", "TictacPullAll", "TictacPush", "TictacPushAll", "TictacShutdown"]:
+    for op in ["TictacInit", "TictacPull", "TictacPullAll", "TictacPush", "TictacPushAll", "TictacShutdown",
+               "TictacPullStart", "TictacPullWait", "TictacStamp"]:
         assert op in p.stdout, p.stdout
 
 

@@ -6,9 +6,11 @@ FORWARD = ["w1", "b1", "w2", "b2", "w3", "b3"]
 FORWARD_NOBIAS = ["w1", "w2", "w3", "w4"]  # 4 square weights (2 MiB each at dim 512, float64)
 
 
-def build(dim=64, seed=0, reverse=False, dtype=tf.float64, bias=True):
+def build(dim=64, seed=0, reverse=False, dtype=tf.float64, bias=True, on_layer=None):
     """bias=True: w1 b1 w2 b2 (dim x dim) w3 b3 (dim x 4). bias=False: w1..w4 all dim x dim,
-    out = the first 4 columns (every transfer large enough for the rendezvous path)."""
+    out = the first 4 columns (every transfer large enough for the rendezvous path).
+    on_layer(k, h) -> h: called on each layer's output (k = 0, 1, ...), e.g. a timing probe."""
+    hook = on_layer or (lambda k, h: h)
     rng = np.random.default_rng(seed)
     names = FORWARD if bias else FORWARD_NOBIAS
     shapes = {"w1": [dim, dim], "b1": [dim], "w2": [dim, dim], "b2": [dim], "w3": [dim, 4], "b3": [4]}
@@ -21,12 +23,12 @@ def build(dim=64, seed=0, reverse=False, dtype=tf.float64, bias=True):
     def forward(x):
         if not bias:
             h = x
-            for n in names[:-1]:
-                h = tf.tanh(tf.matmul(h, v[n]))
-            return tf.matmul(h, v[names[-1]])[:, :4]
-        h = tf.tanh(tf.matmul(x, v["w1"]) + v["b1"])
-        h = tf.tanh(tf.matmul(h, v["w2"]) + v["b2"])
-        return tf.matmul(h, v["w3"]) + v["b3"]
+            for k, n in enumerate(names[:-1]):
+                h = hook(k, tf.tanh(tf.matmul(h, v[n])))
+            return hook(len(names) - 1, tf.matmul(h, v[names[-1]])[:, :4])
+        h = hook(0, tf.tanh(tf.matmul(x, v["w1"]) + v["b1"]))
+        h = hook(1, tf.tanh(tf.matmul(h, v["w2"]) + v["b2"]))
+        return hook(2, tf.matmul(h, v["w3"]) + v["b3"])
 
     def loss_fn(x, y):
         return tf.reduce_mean(tf.square(forward(x) - y))

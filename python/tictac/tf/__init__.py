@@ -12,8 +12,17 @@ Worker side, a custom training loop (the change is an import, ``init`` and a wra
             ps.push(tape.gradient(loss, model_vars))  # gradients back; the server applies SGD
     tictac.tf.close()
 
+Overlapped steps (each parameter read waits only for its own transfer, so compute starts when
+the first layer's parameters have landed; see tictac.tf.overlap)::
+
+    step = tictac.tf.overlapped(model_vars, grads_fn, graph_args=(x0, y0))
+    for x, y in batches:
+        step(x, y)                         # pulls, computes grads_fn(x, y), pushes
+    tictac.tf.close()
+
 Servers: ``python -m tictac.tf.server --policy tic`` (see tictac.tf.server). The ops
-(``pull``, ``push``, ``pull_all``, ``push_all``) are usable directly as well.
+(``pull``, ``push``, ``pull_all``, ``push_all``, ``pull_start``, ``pull_wait``, ``stamp``) are
+usable directly as well.
 
 ``import tictac.tf`` raises ImportError with the reason when the op library is not built.
 """
@@ -34,7 +43,8 @@ _cdll.tictac_tf_rank.restype = ctypes.c_int
 _cdll.tictac_tf_size.restype = ctypes.c_int
 
 __all__ = ["init", "shutdown", "rank", "size", "pull", "push", "pull_all", "push_all",
-           "ParameterClient", "pulled", "close", "ops", "library_path"]
+           "pull_start", "pull_wait", "stamp", "ParameterClient", "pulled", "overlapped",
+           "Overlapped", "close", "ops", "library_path"]
 
 _session: dict = {}
 
@@ -122,4 +132,40 @@ def push_all(values: Sequence, tags: Sequence[int], dst_ranks: Sequence[int],
                         tags=[int(t) for t in tags], dst_ranks=[int(d) for d in dst_ranks])
 
 
+def pull_start(specs: Sequence[tuple], priorities: Optional[Sequence[int]] = None) -> None:
+    """Posts one receive per spec (tag, shape, dtype, src_rank) and returns at once; the
+    receives are posted in ``priorities`` order (smaller first; default: the given order).
+    Each tag is then handed over by exactly one ``pull_wait``. InvalidArgumentError when a tag
+    repeats or is still started."""
+    if not specs:
+        return
+    shapes = [[int(d) for d in s[1]] for s in specs]
+    prio = list(range(len(specs))) if priorities is None else [int(p) for p in priorities]
+    ops.tictac_pull_start(priorities=tf.constant(prio, tf.int64), tags=[int(s[0]) for s in specs],
+                          src_ranks=[int(s[3]) for s in specs], ranks=[len(sh) for sh in shapes],
+                          dims=[d for sh in shapes for d in sh], T=[tf.as_dtype(s[2]) for s in specs])
+
+
+def pull_wait(tag: int, dtype):
+    """Blocks until the started receive of ``tag`` has landed; returns (tensor, arrival time in
+    seconds since the epoch, float64). FailedPreconditionError when ``tag`` was not started,
+    DeadlineExceededError (receive cancelled) after the group timeout. Usable in a tf.function,
+    where consecutive waits run in program order (they are stateful)."""
+    out, arrived = ops.tictac_pull_wait(tag=int(tag), dtype=tf.as_dtype(dtype))
+    return out, arrived
+
+
+def stamp(x):
+    """Returns (x, the wall-clock time in seconds at which x was ready, float64). Not stateful,
+    so in a tf.function it runs as soon as x is computed; its gradient is the identity."""
+    y, t = ops.tictac_stamp(x=x)
+    return y, t
+
+
+@tf.RegisterGradient("TictacStamp")
+def _stamp_grad(op, dy, dt):  # noqa: ARG001: the time has no gradient
+    return [dy]
+
+
 from tictac.tf.client import ParameterClient, pulled, close  # noqa: E402
+from tictac.tf.overlap import Overlapped, overlapped  # noqa: E402

@@ -1,5 +1,7 @@
 """The worker side: ParameterClient pulls every parameter from its server at the start of a
-step and pushes the gradients back; ``pulled`` is the one-line wrapper around it."""
+step (``pull``, blocking; or ``start_pull``, whose receives are then handed over one by one by
+``tictac.tf.pull_wait``, see tictac.tf.overlap) and pushes the gradients back; ``pulled`` is
+the one-line wrapper around it."""
 from __future__ import annotations
 
 import contextlib
@@ -36,8 +38,9 @@ class ParameterClient:
 
     ``graph_fn``/``graph_args``: a tf.function (and example arguments) whose graph is exported
     (tictac.tf.export_graph) and sent to the servers, which compute the TIC order from it.
-    Only the first worker's graph is used. After each pull, ``last_arrival`` holds the parameter
-    names in the order they arrived and ``last_pull_s`` the pull's duration."""
+    Every worker exports it (``graph`` holds it; None without graph_fn), only the first
+    worker's is sent. After each ``pull``, ``last_arrival`` holds the parameter names in the
+    order they arrived and ``last_pull_s`` the pull's duration."""
 
     def __init__(self, variables: Sequence[tf.Variable], *, graph_fn=None, graph_args=(),
                  names: Optional[Sequence[str]] = None):
@@ -58,19 +61,22 @@ class ParameterClient:
         self.last_pull_s = 0.0
         self.steps = 0
         self._closed = False
+        self.graph = None
+        if graph_fn is not None:
+            from tictac.tf.export_graph import export_function
+            self.graph = export_function(graph_fn, graph_args, variables=self.variables,
+                                         names=self.names)
         if self.rank == self.num_servers:  # the first worker describes the model
-            self._send_spec(graph_fn, graph_args)
+            self._send_spec()
 
-    def _send_spec(self, graph_fn, graph_args):
+    def _send_spec(self):
         spec = {"names": self.names,
                 "shapes": [[int(d) for d in v.shape] for v in self.variables],
                 "dtypes": [v.dtype.name for v in self.variables],
                 "owners": self.owners,
                 "num_workers": self.size - self.num_servers}
-        if graph_fn is not None:
-            from tictac.tf.export_graph import export_function
-            spec["graph"] = export_function(graph_fn, graph_args, variables=self.variables,
-                                            names=self.names)
+        if self.graph is not None:
+            spec["graph"] = self.graph
         n, raw = protocol.encode_spec(spec)
         for server in range(self.num_servers):
             idx = [i for i, o in enumerate(self.owners) if o == server]
@@ -91,6 +97,19 @@ class ParameterClient:
             v.assign(val)
         self.last_arrival = [self.names[i] for i in order]
         self.last_pull_s = time.perf_counter() - t0
+
+    def start_pull(self, priorities: Optional[Sequence[int]] = None) -> None:
+        """Posts a receive for every parameter (tag protocol.param_tag(i); in ``priorities``
+        order, one per variable, smaller first; default declaration order), then asks the
+        servers for them, and returns at once. Each parameter must then be taken with
+        ``tictac.tf.pull_wait(protocol.param_tag(i), dtype)`` (tictac.tf.overlap does)."""
+        if self._closed:
+            raise RuntimeError("ParameterClient: closed")
+        specs = [(protocol.param_tag(i), v.shape, v.dtype, self.owners[i])
+                 for i, v in enumerate(self.variables)]
+        _tt.pull_start(specs, priorities)
+        _tt.push_all([tf.constant(1, tf.int64)] * self.num_servers, [protocol.CTRL] * self.num_servers,
+                     list(range(self.num_servers)), [0] * self.num_servers)
 
     def push(self, grads) -> None:
         grads = list(grads)
@@ -120,10 +139,28 @@ class ParameterClient:
 _clients: Dict[tuple, ParameterClient] = {}
 
 
+def register(key: tuple, client: ParameterClient) -> None:
+    """Makes ``close()`` close ``client`` too (tictac.tf.overlap registers its clients)."""
+    _clients[key] = client
+
+
 class _Pulled:
     def __init__(self, client: ParameterClient):
         self.client = client
         self.pushed = False
+
+    def start_pull(self, priorities: Optional[Sequence[int]] = None) -> None:
+        """Posts a receive for every parameter (tag protocol.param_tag(i); in ``priorities``
+        order, one per variable, smaller first; default declaration order), then asks the
+        servers for them, and returns at once. Each parameter must then be taken with
+        ``tictac.tf.pull_wait(protocol.param_tag(i), dtype)`` (tictac.tf.overlap does)."""
+        if self._closed:
+            raise RuntimeError("ParameterClient: closed")
+        specs = [(protocol.param_tag(i), v.shape, v.dtype, self.owners[i])
+                 for i, v in enumerate(self.variables)]
+        _tt.pull_start(specs, priorities)
+        _tt.push_all([tf.constant(1, tf.int64)] * self.num_servers, [protocol.CTRL] * self.num_servers,
+                     list(range(self.num_servers)), [0] * self.num_servers)
 
     def push(self, grads) -> None:
         self.client.push(grads)

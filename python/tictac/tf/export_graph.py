@@ -5,7 +5,8 @@
   * every captured resource variable becomes one "recv" op (bytes = elements * itemsize),
     named by ``names`` (default: tictac.tf.client.unique_names);
   * its ReadVariableOp / ResourceGather reads fold into it (their consumers depend on the recv);
-  * pass-through ops (Placeholder for data, Const, Identity, NoOp, ReadVariableOp) are dropped
+  * pass-through ops (Placeholder for data, Const, Identity, NoOp, ReadVariableOp, TictacStamp)
+    are dropped
     and their dependencies forwarded; updates of a variable (Assign*/ResourceApply*) are left out;
   * every other op is a "compute" op (10 us placeholder time: TIC needs none), in the graph's
     topological order. A nested call (StatefulPartitionedCall) counts as one compute op.
@@ -24,7 +25,8 @@ from typing import Dict, Optional, Sequence
 
 import tensorflow as tf
 
-PASS_THROUGH = {"Placeholder", "Const", "Identity", "NoOp", "ReadVariableOp"}
+# TictacStamp: the timing probe of tictac.tf.stamp, a pass-through of its input.
+PASS_THROUGH = {"Placeholder", "Const", "Identity", "NoOp", "ReadVariableOp", "TictacStamp"}
 READS = {"ReadVariableOp", "ResourceGather"}
 
 

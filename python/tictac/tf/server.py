@@ -10,7 +10,10 @@ timeout, and the server exits 1.
 
 Policies: ``fifo`` (declaration order), ``random`` (a fresh order per worker and step, seeded),
 ``tic`` (the TIC order of the graph the first worker exported, from ``tictac order``; or
-``--order O.json`` written by ``tictac order --out``).
+``--order O.json`` written by ``tictac order --out``), ``tac`` (the same with ``tictac order
+--policy tac --bandwidth B``; B in bits/s, default 8 x TICTAC_RATE_LIMIT when that is set, else
+10e9). The exported graph's op times are placeholders (10 us per op, not a TF profile), so
+TAC sees op counts, not measured times.
 
 Rank, world size and store default to TICTAC_RANK / TICTAC_WORLD_SIZE / TICTAC_STORE, like
 tictac.tf.init.
@@ -33,7 +36,9 @@ def parse(argv=None):
     p.add_argument("--store", help="file:DIR or tcp:HOST:PORT")
     p.add_argument("--num-servers", type=int, default=None)
     p.add_argument("--timeout", type=float, default=None, help="seconds per transfer batch (TICTAC_TF_TIMEOUT, 60)")
-    p.add_argument("--policy", choices=["fifo", "random", "tic"], default="tic")
+    p.add_argument("--policy", choices=["fifo", "random", "tic", "tac"], default="tic")
+    p.add_argument("--bandwidth", type=float, default=None,
+                   help="bits/s for --policy tac (default 8 x TICTAC_RATE_LIMIT if set, else 10e9)")
     p.add_argument("--order", help="tictac order --out JSON to use instead of computing TIC")
     p.add_argument("--lr", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=0)
@@ -42,8 +47,20 @@ def parse(argv=None):
     return p.parse_args(argv)
 
 
-def plan_priorities(policy, names, spec, order_file):
-    """Static priorities per local parameter name (fifo, tic); None for random."""
+def default_bandwidth() -> float:
+    """Bits/s for TAC: 8 x TICTAC_RATE_LIMIT (bytes/s) when set and positive, else 10e9."""
+    text = (os.environ.get("TICTAC_RATE_LIMIT") or "").strip()
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1) if text else 1
+    try:
+        rate = float(text[:-1] if mult > 1 else text) * mult if text else 0.0
+    except ValueError:
+        raise ValueError(f"TICTAC_RATE_LIMIT={text!r} is not a byte rate (such as 100000000 or 100M); "
+                         "pass --bandwidth") from None
+    return 8 * rate if rate > 0 else 10e9
+
+
+def plan_priorities(policy, names, spec, order_file, bandwidth=None):
+    """Static priorities per local parameter name (fifo, tic, tac); None for random."""
     from tictac.tf.export_graph import order_priorities
     if policy == "fifo":
         return {n: i for i, n in enumerate(names)}
@@ -54,13 +71,15 @@ def plan_priorities(policy, names, spec, order_file):
             prio = {str(k): int(v) for k, v in json.load(f)["priorities"].items()}
     else:
         if "graph" not in spec:
-            raise RuntimeError("--policy tic needs a graph: give the first worker's ParameterClient "
-                               "graph_fn=/graph_args= (or pulled(..., graph_fn=...)), or pass --order")
-        prio = order_priorities(spec["graph"], "tic")
+            raise RuntimeError(f"--policy {policy} needs a graph: give the first worker's ParameterClient "
+                               "graph_fn=/graph_args= (or pulled(..., graph_fn=...), or overlapped(...)), "
+                               "or pass --order")
+        extra = ["--bandwidth", repr(bandwidth or default_bandwidth())] if policy == "tac" else []
+        prio = order_priorities(spec["graph"], policy, extra_args=extra)
     missing = [n for n in names if n not in prio]
     if missing:
-        raise RuntimeError(f"the TIC order has no priority for: {', '.join(missing)}")
-    # TIC ties (e.g. the first two layers' parameters) are broken by the recv's position in
+        raise RuntimeError(f"the {policy.upper()} order has no priority for: {', '.join(missing)}")
+    # TIC/TAC ties (e.g. the first two layers' parameters) are broken by the recv's position in
     # the exported graph (its topological, i.e. forward, order), else by declaration order.
     pos = {}
     for op in spec.get("graph", {}).get("ops", []):
@@ -100,7 +119,7 @@ def main(argv=None) -> int:
         init, _ = tt.pull_all([(protocol.param_tag(i), spec["shapes"][i], spec["dtypes"][i], first)
                                for i in local])
         params = [tf.Variable(v) for v in init]
-        static = plan_priorities(args.policy, spec["names"], spec, args.order)
+        static = plan_priorities(args.policy, spec["names"], spec, args.order, args.bandwidth)
         rng = np.random.default_rng(args.seed)
         stats = open(args.stats, "a") if args.stats else None
         print(f"{who}: {len(local)} parameters ({sum(int(np.prod(spec['shapes'][i])) for i in local)} elements), "
