@@ -39,7 +39,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
     -Dtensorflow=disabled -Dfuzz=disabled >"${TMPDIR:-/tmp}/tictac_gpu_setup.log" 2>&1 ||
     { say "FAIL: meson setup"; tail -20 "${TMPDIR:-/tmp}/tictac_gpu_setup.log"; exit 2; }
 fi
-if ! ninja -C "$BUILD" -j "$JOBS" tests/cuda/cuda_gpu_test tests/unit/cuda/cuda_layer_test >"$BUILD/cuda_build.log" 2>&1; then
+if ! ninja -C "$BUILD" -j "$JOBS" tests/cuda/cuda_gpu_test tests/cuda/cuda_gpu_transport_test tests/unit/cuda/cuda_layer_test >"$BUILD/cuda_build.log" 2>&1; then
   say "FAIL: build (see $BUILD/cuda_build.log)"
   grep -E "error|FAILED" "$BUILD/cuda_build.log" | head -20
   exit 2
@@ -50,8 +50,14 @@ say "built in $(( $(date +%s) - START )) s"
 UNIT=$("$BUILD/tests/unit/cuda/cuda_layer_test" --gtest_brief=1 2>&1 | tail -1)
 say "unit (fake table): $UNIT"
 LOG="$BUILD/cuda_gpu.log"
-timeout 300 "$BUILD/tests/cuda/cuda_gpu_test" --gtest_brief=1 >"$LOG" 2>&1
+timeout 240 "$BUILD/tests/cuda/cuda_gpu_test" --gtest_brief=1 >"$LOG" 2>&1
 RC=$?
+# Device buffers through the transport on the GPU; a failure here fails the suite.
+TLOG="$BUILD/cuda_gpu_transport.log"
+timeout 120 "$BUILD/tests/cuda/cuda_gpu_transport_test" --gtest_brief=1 >"$TLOG" 2>&1
+TRC=$?
+grep -E '^\[  (FAILED|PASSED) \]|Failure' "$TLOG" | head -10 | sed 's/^/[run_on_gpu]   transport: /'
+if [ "$RC" = 0 ] && [ "$TRC" != 0 ]; then RC=$TRC; LOG="$TLOG"; fi
 say "device: $(grep -m1 -E '^(CUDA viable|SKIP)' "$LOG")"
 grep -m1 '^GPUDirect' "$LOG" | sed 's/^/[run_on_gpu] /'
 grep -E '^\[  (FAILED|SKIPPED) \]|Failure|error:' "$LOG" | head -30 | sed 's/^/[run_on_gpu]   /'
@@ -59,6 +65,6 @@ grep -E '^\[==========\]|^\[  PASSED  \]' "$LOG" | sed 's/^/[run_on_gpu] /'
 case $RC in
   0) say "RESULT: PASS (cuda suite) in $(( $(date +%s) - START )) s"; exit 0 ;;
   77) say "RESULT: SKIP (no usable GPU)"; exit 77 ;;
-  124) say "RESULT: FAIL (timed out after 300 s; full log $LOG)"; exit 1 ;;
+  124) say "RESULT: FAIL (timed out; full log $LOG)"; exit 1 ;;
   *) say "RESULT: FAIL rc=$RC (full log $LOG)"; exit 1 ;;
 esac
