@@ -296,6 +296,29 @@ TEST_P(DeviceTransport, UnexpectedMessageLandsOnTheDeviceWhenTheReceiveComes) {
   EXPECT_GT(std::count(api_.calls().begin(), api_.calls().end(), "memcpy_async"), copies_before);
 }
 
+TEST_P(DeviceTransport, EmptyAndShortMessagesComplete) {
+  connect();
+  auto* src = static_cast<unsigned char*>(api_.alloc_device(8192));
+  auto* dst = static_cast<unsigned char*>(api_.alloc_device(8192));
+  for (int i = 0; i < 8192; ++i) src[i] = static_cast<unsigned char>(i * 3);
+  std::memset(dst, 0xEE, 8192);
+  MemoryRegion out = device_region(*sender_, src, 8192, producer_);
+  MemoryRegion in = device_region(*receiver_, dst, 8192, consumer_);
+  Done s0, r0, s1, r1;
+  receiver_->recv(from_sender_, 1, in, 0, 0, record(&r0));
+  sender_->send(to_receiver_, 1, out, 0, 0, 0, record(&s0));
+  receiver_->recv(from_sender_, 2, in, 100, 8000, record(&r1));  // a 5000-byte message into 8000
+  sender_->send(to_receiver_, 2, out, 10, 5000, 0, record(&s1));
+  ASSERT_TRUE(pump([&] { return s0.fired && r0.fired && s1.fired && r1.fired; }));
+  EXPECT_TRUE(r0.status.ok()) << r0.status.to_string();
+  EXPECT_EQ(r0.bytes, 0u);
+  ASSERT_TRUE(r1.status.ok()) << r1.status.to_string();
+  EXPECT_EQ(r1.bytes, 5000u);
+  EXPECT_EQ(std::memcmp(dst + 100, src + 10, 5000), 0);
+  EXPECT_EQ(dst[99], 0xEE);
+  EXPECT_EQ(dst[5100], 0xEE) << "bytes past the message were written";
+}
+
 TEST_P(DeviceTransport, SendsToOnePeerAndTagAreMatchedInSubmissionOrder) {
   connect();
   constexpr std::size_t kBytes = 4096 + 100;
