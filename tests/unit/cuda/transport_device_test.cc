@@ -319,6 +319,36 @@ TEST_P(DeviceTransport, EmptyAndShortMessagesComplete) {
   EXPECT_EQ(dst[5100], 0xEE) << "bytes past the message were written";
 }
 
+TEST_P(DeviceTransport, MoreReceivesThanFlagsWaitForAFreeFlag) {
+  connect();  // TICTAC_CUDA_STREAM_FLAGS=16
+  constexpr int kMessages = 24;
+  constexpr std::size_t kBytes = 300;
+  std::vector<unsigned char*> src, dst;
+  std::vector<MemoryRegion> outs, ins;
+  std::vector<Done> sent(kMessages), received(kMessages);
+  for (int m = 0; m < kMessages; ++m) {
+    src.push_back(static_cast<unsigned char*>(api_.alloc_device(kBytes)));
+    dst.push_back(static_cast<unsigned char*>(api_.alloc_device(kBytes)));
+    std::memset(src[m], m + 1, kBytes);
+    std::memset(dst[m], 0, kBytes);
+    outs.push_back(device_region(*sender_, src[m], kBytes, producer_));
+    ins.push_back(device_region(*receiver_, dst[m], kBytes, consumer_));
+  }
+  for (int m = 0; m < kMessages; ++m) receiver_->recv(from_sender_, 200 + m, ins[m], 0, kBytes, record(&received[m]));
+  for (int i = 0; i < 20; ++i) step();
+  for (int m = 0; m < kMessages; ++m) sender_->send(to_receiver_, 200 + m, outs[m], 0, kBytes, 0, record(&sent[m]));
+  ASSERT_TRUE(pump([&] {
+    for (int m = 0; m < kMessages; ++m) {
+      if (!received[m].fired) return false;
+    }
+    return true;
+  }));
+  for (int m = 0; m < kMessages; ++m) {
+    ASSERT_TRUE(received[m].status.ok()) << m << ": " << received[m].status.to_string();
+    EXPECT_EQ(dst[m][kBytes - 1], m + 1) << "message " << m;
+  }
+}
+
 TEST_P(DeviceTransport, SendsToOnePeerAndTagAreMatchedInSubmissionOrder) {
   connect();
   constexpr std::size_t kBytes = 4096 + 100;
