@@ -1,7 +1,8 @@
 // The transport conformance suite for the verbs backend on the fake RC fabric
 // (transport/verbs/fake/): the backend's real data path (QPs, RDMA WRITE WITH IMMEDIATE into
 // registered rings, credits, completion channel, async events) against a device model, with
-// the TCP side channel on 127.0.0.1. Two fabrics: an InfiniBand port (LID routing) and a RoCE
+// the TCP side channel on 127.0.0.1; zero-copy RDMA WRITE for large rendezvous messages unless a
+// configuration turns it off. Two fabrics: an InfiniBand port (LID routing) and a RoCE
 // port (GRH with the IPv4-mapped GID). The fabrics run in thread mode: the backend is driven by
 // completion events, as on hardware, and the executor thread makes completions asynchronous.
 #include "tests/conformance/conformance_fixture.h"
@@ -44,6 +45,15 @@ inline std::vector<BackendKind> verbs_fake_backends() {
          c.slot_bytes = 4096;
          c.ring_slots = 4;
          c.signal_every = 3;
+         return verbs::create(verbs_fabric(false).api(), c);
+       },
+       "verbs://127.0.0.1:0"},
+      // TICTAC_VERBS_ZERO_COPY=0: large rendezvous messages through the rings too (the three
+      // above write messages of 32 KiB and more straight into the receive buffers).
+      {"verbs_fake_ring_only",
+       [](const std::shared_ptr<loopback::Fabric>&) {
+         verbs::VerbsConfig c;
+         c.zero_copy = false;
          return verbs::create(verbs_fabric(false).api(), c);
        },
        "verbs://127.0.0.1:0"},
