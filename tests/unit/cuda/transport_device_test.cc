@@ -349,6 +349,29 @@ TEST_P(DeviceTransport, MoreReceivesThanFlagsWaitForAFreeFlag) {
   }
 }
 
+TEST_P(DeviceTransport, EventFallbackOrdersWorkEnqueuedAfterTheCallback) {
+  api_.set_caps(cuda::DeviceCaps{/*stream_mem_ops=*/false, false, true, true});
+  connect();
+  constexpr std::size_t kBytes = 2 * 4096 + 5;
+  auto* src = static_cast<unsigned char*>(api_.alloc_device(kBytes));
+  auto* dst = static_cast<unsigned char*>(api_.alloc_device(kBytes));
+  for (std::size_t i = 0; i < kBytes; ++i) src[i] = static_cast<unsigned char>(i * 11 + 1);
+  std::memset(dst, 0, kBytes);
+  MemoryRegion out = device_region(*sender_, src, kBytes, producer_);
+  MemoryRegion in = device_region(*receiver_, dst, kBytes, consumer_);
+  Done sent, received;
+  receiver_->recv(from_sender_, 1, in, 0, kBytes, record(&received));
+  sender_->send(to_receiver_, 1, out, 0, kBytes, 0, record(&sent));
+  ASSERT_TRUE(pump([&] { return sent.fired && received.fired; }));
+  ASSERT_TRUE(received.status.ok()) << received.status.to_string();
+  EXPECT_EQ(std::count(api_.calls().begin(), api_.calls().end(), "wait_value32"), 0);
+  std::vector<unsigned char> snapshot(kBytes, 0);
+  enqueue_consumer_work(dst, snapshot);  // after the callback: ordered after the arrival
+  api_.run();
+  EXPECT_TRUE(consumer_ran());
+  EXPECT_EQ(std::memcmp(snapshot.data(), src, kBytes), 0);
+}
+
 TEST_P(DeviceTransport, SendsToOnePeerAndTagAreMatchedInSubmissionOrder) {
   connect();
   constexpr std::size_t kBytes = 4096 + 100;
