@@ -172,6 +172,54 @@ TEST_P(FakeVerbsTest, FailNextInjectsAnErrorAndFlushes) {
   EXPECT_FALSE(fabric()->fail_next(a->qp_num, IBV_WC_SUCCESS).ok());
 }
 
+TEST_P(FakeVerbsTest, WriteTrafficCountsAndTheRkeyFaultHitsOnlyPlainWrites) {
+  auto [a, b] = make_pair();
+  ASSERT_FALSE(HasFatalFailure());
+  Buffers bufs = buffers();
+  fabric()->corrupt_next_write_rkey();
+  ASSERT_EQ(post_recv(b, 5), 0);
+  ASSERT_EQ(post_write_imm(a, bufs.smr, 16, addr_of(bufs.dst.data()), bufs.dmr->rkey, 7, 1), 0);
+  std::vector<ibv_wc> wc = wait(cq(kA), 1);
+  ASSERT_EQ(wc.size(), 1U);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS) << "WRITE WITH IMMEDIATE must not be corrupted";
+  ASSERT_EQ(write(a, bufs, 2), 0);  // the plain WRITE after it is
+  wc = wait(cq(kA), 1);
+  ASSERT_EQ(wc.size(), 1U);
+  EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(state_of(b), IBV_QPS_ERR);
+  const fake::WriteTraffic t = fabric()->write_traffic();
+  EXPECT_EQ(t.writes_with_imm, 1U);
+  EXPECT_EQ(t.write_with_imm_bytes, 16U);
+  EXPECT_EQ(t.writes, 0U) << "a failed WRITE was counted";
+  ibv_async_event ev{};
+  ASSERT_TRUE(next_event(kB, &ev));
+  EXPECT_EQ(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
+  api_.ack_async_event(&ev);
+}
+
+TEST_P(FakeVerbsTest, RevokedRegionRefusesTheNextWriteAndStillDeregisters) {
+  auto [a, b] = make_pair();
+  ASSERT_FALSE(HasFatalFailure());
+  Buffers bufs = buffers();
+  ASSERT_EQ(write(a, bufs, 1), 0);
+  std::vector<ibv_wc> wc = wait(cq(kA), 1);
+  ASSERT_EQ(wc.size(), 1U);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(fabric()->write_traffic().writes, 1U);
+  EXPECT_EQ(fabric()->write_traffic().write_bytes, 64U);
+  fabric()->revoke_next_remote_mr();
+  ASSERT_EQ(write(a, bufs, 2), 0);
+  wc = wait(cq(kA), 1);
+  ASSERT_EQ(wc.size(), 1U);
+  EXPECT_EQ(wc[0].status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(fabric()->write_traffic().writes, 1U);
+  ibv_async_event ev{};
+  ASSERT_TRUE(next_event(kB, &ev));
+  EXPECT_EQ(ev.event_type, IBV_EVENT_QP_ACCESS_ERR);
+  api_.ack_async_event(&ev);
+  // TearDown deregisters the revoked region and expects success.
+}
+
 TEST_P(FakeVerbsTest, QpFatalRaisesAnEventAndFlushesReceives) {
   auto [a, b] = make_pair();
   ASSERT_FALSE(HasFatalFailure());
