@@ -16,8 +16,8 @@
 // being cut; so at most one frame waits inside the endpoint, and priority stays with the core.
 // Work requests are posted in one chain per loop step; every TICTAC_VERBS_SIGNAL_EVERY-th and
 // the last of each chain is signalled, so every posted request is covered by a polled
-// completion (send-queue depth = staging slots). on_sent(cookie) fires when the completion
-// covering a frame's last fragment is polled. Receives are pre-posted (a full ring on the data
+// completion (send-queue depth = 2 x staging slots: a zero-copy chunk is two requests).
+// on_sent(cookie) fires when the completion covering a frame's last fragment is polled. Receives are pre-posted (a full ring on the data
 // QP, the peer's credit window on the control QP) and replenished one per completion.
 //
 // Zero-copy (TICTAC_VERBS_ZERO_COPY, messages of at least TICTAC_VERBS_ZERO_COPY_MIN_BYTES):
