@@ -8,7 +8,8 @@ usage: .venv-tf/bin/python integration/tf/bench_policies.py [--dim 1024] [--step
   tac then gets --bandwidth 8 x rate. --rounds: the policies run in turn, N times (interleaved,
   so drifting machine load hits every policy alike); samples are pooled over the rounds.
 Prints, per policy, the median and mean worker iteration time (first 3 steps of each run
-dropped) and the median relative to the first policy. Wrap timing runs in
+dropped), the pooled median relative to the first policy, and the median over rounds of the
+per-round ratio (first policy's round median / this policy's, paired within a round). Wrap timing runs in
 `flock /tmp/tictac-bench.lock ...` on a shared machine."""
 import argparse
 import json
@@ -56,17 +57,21 @@ def run(policy):
 
 iters = {q: [] for q in a.policies}
 pulls = {q: [] for q in a.policies}
+round_medians = {q: [] for q in a.policies}
 for rnd in range(a.rounds):
     for policy in a.policies:
         it, pl = run(policy)
         iters[policy] += it
         pulls[policy] += pl
+        round_medians[policy].append(statistics.median(it))
         print(f"  round {rnd + 1} {policy:7s} iteration median {statistics.median(it):7.2f} ms", flush=True)
 mode = "overlapped" if a.overlap else "pull-all-first"
 print(f"# {mode}, dim {a.dim}, batch {a.batch}, rate {a.rate:g} B/s, {a.rounds} round(s) x {a.steps} steps")
 base = statistics.median(iters[a.policies[0]])
 for policy in a.policies:
     it = iters[policy]
-    extra = f"  pull median {statistics.median(pulls[policy]):7.2f} ms" if pulls[policy] else ""
+    paired = statistics.median(b / m for b, m in zip(round_medians[a.policies[0]], round_medians[policy]))
+    extra = f"  paired {paired:.2f}x"
+    extra += f"  pull median {statistics.median(pulls[policy]):7.2f} ms" if pulls[policy] else ""
     print(f"{policy:7s} iteration median {statistics.median(it):7.2f} ms  mean {statistics.mean(it):7.2f} ms"
           f"  ({base / statistics.median(it):.2f}x vs {a.policies[0]}; {len(it)} samples){extra}", flush=True)
