@@ -31,9 +31,11 @@ class UcxBackend final : public Backend {
   Capabilities capabilities() const override {
     Capabilities c;
     c.host_memory = true;
-    BufferDesc cuda;
-    cuda.type = MemoryType::cuda;
-    c.cuda_memory = context_.ok() && memory_type_for(cuda, (*context_)->memory_types()).ok();
+    // Device buffers stage through host memory (the core's staged path) even when the loaded
+    // UCX has CUDA support: the endpoint posts every buffer as UcxWorker::kMemoryType (host) and
+    // copies eager payloads with memcpy, so claiming cuda_memory would hand it device pointers it
+    // cannot move. Registration still refuses device regions UCX cannot handle (memory.cc).
+    c.cuda_memory = false;
     c.max_frames_in_flight = 256;
     return c;
   }
