@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <vector>
 
@@ -16,6 +17,12 @@ constexpr int kIdleCapMs = 100;  // thread mode re-checks stop_ at least this of
 }  // namespace
 
 Result<std::unique_ptr<ProgressEngine>> ProgressEngine::create(Mode mode) {
+  Result<std::chrono::microseconds> spin = spin_from_env();
+  TICTAC_RETURN_IF_ERROR(spin);
+  return create(mode, *spin);
+}
+
+Result<std::unique_ptr<ProgressEngine>> ProgressEngine::create(Mode mode, std::chrono::microseconds spin) {
   const int epfd = epoll_create1(EPOLL_CLOEXEC);
   if (epfd < 0) return errno_status(StatusCode::unavailable, "cannot create the progress loop", "epoll_create1", errno);
   const int evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -33,14 +40,15 @@ Result<std::unique_ptr<ProgressEngine>> ProgressEngine::create(Mode mode) {
     close(epfd);
     return errno_status(StatusCode::unavailable, "cannot watch the wake-up eventfd", "epoll_ctl", err);
   }
-  std::unique_ptr<ProgressEngine> engine(new ProgressEngine(mode, epfd, evfd));
+  std::unique_ptr<ProgressEngine> engine(new ProgressEngine(mode, epfd, evfd, spin));
   if (mode == Mode::thread) {
     engine->thread_ = std::thread([e = engine.get()] { e->run(); });
   }
   return engine;
 }
 
-ProgressEngine::ProgressEngine(Mode mode, int epfd, int evfd) : mode_(mode), epfd_(epfd), evfd_(evfd) {}
+ProgressEngine::ProgressEngine(Mode mode, int epfd, int evfd, std::chrono::microseconds spin)
+    : mode_(mode), epfd_(epfd), evfd_(evfd), spin_(spin) {}
 
 ProgressEngine::~ProgressEngine() {
   stop();
@@ -56,8 +64,11 @@ void ProgressEngine::post(Task task) {
     std::lock_guard<std::mutex> lock(inbox_mutex_);
     was_empty = inbox_.empty();
     inbox_.push_back(std::move(task));
+    inbox_nonempty_.store(true, std::memory_order_seq_cst);
   }
-  if (was_empty) {
+  // The loop thread checks the inbox before it blocks, and so does a spinning loop (see the
+  // header's note on inbox_nonempty_/spinning_): only a loop that may be asleep needs the eventfd.
+  if (was_empty && !on_loop_thread() && !spinning_.load(std::memory_order_seq_cst)) {
     const std::uint64_t one = 1;
     // A full eventfd counter (EAGAIN) still wakes the loop; nothing else can fail here.
     [[maybe_unused]] ssize_t n = write(evfd_, &one, sizeof one);
@@ -94,10 +105,7 @@ std::size_t ProgressEngine::progress(std::chrono::milliseconds timeout) {
 }
 
 int ProgressEngine::next_timeout_ms(int cap_ms) const {
-  {
-    std::lock_guard<std::mutex> lock(inbox_mutex_);
-    if (!inbox_.empty()) return 0;
-  }
+  if (inbox_pending()) return 0;
   if (!deferred_.empty()) return 0;
   if (timers_.empty()) return cap_ms;
   // Round up: a timer due in 0.3 ms must not turn into a busy loop of zero-timeout waits.
@@ -106,10 +114,65 @@ int ProgressEngine::next_timeout_ms(int cap_ms) const {
   return static_cast<int>(std::min<std::int64_t>(wait.count(), cap_ms));
 }
 
+ProgressEngine::PollerId ProgressEngine::add_poller(std::function<bool()> poll) {
+  const PollerId id = next_poller_++;
+  pollers_.emplace_back(id, std::move(poll));
+  return id;
+}
+
+void ProgressEngine::remove_poller(PollerId id) {
+  std::erase_if(pollers_, [id](const auto& p) { return p.first == id; });
+}
+
+int ProgressEngine::spin(int timeout_ms, epoll_event* events, int max_events, bool* work) {
+  *work = false;
+  const auto budget = spin_.budget();
+  if (budget.count() == 0 || timeout_ms == 0) return 0;
+  const auto start = Clock::now();
+  auto deadline = start + budget;
+  if (timeout_ms > 0) deadline = std::min(deadline, start + std::chrono::milliseconds(timeout_ms));
+  spinning_.store(true, std::memory_order_seq_cst);
+  int n = 0;
+  for (;;) {
+    if (inbox_pending()) {
+      *work = true;
+      break;
+    }
+    // Index loop: a poller may add or remove pollers.
+    for (std::size_t i = 0; i < pollers_.size() && !*work; ++i) {
+      auto poll = pollers_[i].second;  // copy: it may remove itself
+      *work = poll();
+    }
+    if (*work) break;
+    n = epoll_wait(epfd_, events, max_events, 0);
+    if (n > 0) break;
+    n = 0;
+    if (Clock::now() >= deadline) break;
+  }
+  // Leaving the spin: from here on posters must write the eventfd; re-check the inbox after the
+  // store so that a post that saw spinning_ == true is not missed.
+  spinning_.store(false, std::memory_order_seq_cst);
+  if (n == 0 && !*work && inbox_pending()) *work = true;
+  const bool hit = n > 0 || *work;
+  spin_.spun(hit);
+  ++(hit ? stats_.hits : stats_.misses);
+  return n;
+}
+
 std::size_t ProgressEngine::iterate(int timeout_ms) {
   std::size_t work = 0;
   epoll_event events[64];
-  const int n = epoll_wait(epfd_, events, 64, timeout_ms);
+  bool polled = false;
+  int n = spin(timeout_ms, events, 64, &polled);
+  if (n == 0 && !polled) {
+    const auto before = Clock::now();
+    n = epoll_wait(epfd_, events, 64, timeout_ms);
+    if (timeout_ms != 0) {
+      ++stats_.sleeps;
+      spin_.slept(Clock::now() - before, n > 0);
+    }
+  }
+  if (polled) ++work;
   dispatching_ = true;
   for (int i = 0; i < n; ++i) {
     const std::uint64_t token = events[i].data.u64;
@@ -130,9 +193,10 @@ std::size_t ProgressEngine::iterate(int timeout_ms) {
     }
   }
   std::deque<Task> tasks;
-  {
+  if (inbox_pending()) {
     std::lock_guard<std::mutex> lock(inbox_mutex_);
     tasks.swap(inbox_);
+    inbox_nonempty_.store(false, std::memory_order_seq_cst);
   }
   for (Task& t : tasks) {
     t();

@@ -4,10 +4,17 @@
 // until a caller invokes progress(), and that caller is the loop thread for the duration of the
 // call (deterministic tests). Everything below "loop thread only" must be called on the loop
 // thread; post() is the only entry from other threads: a thread-safe inbox (a mutex guards the
-// task list, nothing else) plus an eventfd that wakes the loop from epoll_wait.
-// Blocking: the loop blocks only in epoll_wait, bounded by the next timer. Tasks and handlers must
-// not block. Errors: create() reports failing syscalls (epoll_create1, eventfd) as Status.
+// task list, nothing else) plus an eventfd that wakes the loop from epoll_wait. The eventfd is
+// written only when the loop may be asleep: not for posts from the loop thread itself, nor while
+// the loop is spinning (it checks the inbox on every round).
+// Blocking: the loop blocks only in epoll_wait, bounded by the next timer. Before blocking it may
+// spin (SpinPolicy, TICTAC_SPIN_US): call the pollers, check the inbox and epoll_wait(0) until work
+// shows up or the adaptive budget runs out. Tasks, handlers and pollers must not block.
+// Errors: create() reports failing syscalls (epoll_create1, eventfd) and a malformed
+// TICTAC_SPIN_US as Status.
 #pragma once
+
+#include <sys/epoll.h>
 
 #include <atomic>
 #include <chrono>
@@ -19,8 +26,10 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "common/status.h"
+#include "transport/spin_policy.h"
 
 namespace tictac::transport {
 
@@ -31,7 +40,10 @@ class ProgressEngine {
  public:
   enum class Mode { thread, manual };
 
+  // The spin maximum comes from TICTAC_SPIN_US (spin_from_env()).
   static Result<std::unique_ptr<ProgressEngine>> create(Mode mode);
+  // Explicit spin maximum (0 = never spin).
+  static Result<std::unique_ptr<ProgressEngine>> create(Mode mode, std::chrono::microseconds spin);
   ~ProgressEngine();  // stop() + join(); drops tasks that never ran
   ProgressEngine(const ProgressEngine&) = delete;
   ProgressEngine& operator=(const ProgressEngine&) = delete;
@@ -62,14 +74,31 @@ class ProgressEngine {
   Status rearm(int fd, std::uint32_t events);
   // Stops watching; pending events for fd in the current batch are not delivered.
   void unwatch(int fd);
+  // Pollers run on every spin round (a backend that can be polled cheaper or sooner than its fd
+  // says, e.g. ucp_worker_progress); true = found work (the loop then dispatches at once: the
+  // poller defers what must run). remove_poller() takes effect before the next round.
+  using PollerId = std::uint64_t;
+  PollerId add_poller(std::function<bool()> poll);
+  void remove_poller(PollerId id);
+  std::chrono::microseconds spin_max() const { return spin_.max(); }
+  struct SpinStats {
+    std::uint64_t hits = 0;    // spins that found work
+    std::uint64_t misses = 0;  // spins whose budget ran out
+    std::uint64_t sleeps = 0;  // blocking epoll_waits
+  };
+  SpinStats spin_stats() const { return stats_; }
   using TimerId = std::uint64_t;
   TimerId add_timer(Clock::time_point when, Task task);
   void cancel_timer(TimerId id);
 
  private:
-  ProgressEngine(Mode mode, int epfd, int evfd);
+  ProgressEngine(Mode mode, int epfd, int evfd, std::chrono::microseconds spin);
   void run();
   std::size_t iterate(int timeout_ms);
+  // Spins for up to the policy's budget (bounded by timeout_ms); returns the epoll events found
+  // (written to `events`), or 0 with *work telling whether a poller or the inbox has work.
+  int spin(int timeout_ms, epoll_event* events, int max_events, bool* work);
+  bool inbox_pending() const { return inbox_nonempty_.load(std::memory_order_seq_cst); }
   int next_timeout_ms(int cap_ms) const;
 
   const Mode mode_;
@@ -81,6 +110,16 @@ class ProgressEngine {
 
   mutable std::mutex inbox_mutex_;  // guards inbox_ only
   std::deque<Task> inbox_;
+  // Mirrors !inbox_.empty() (written under the mutex, read without it by the spinning loop), and
+  // whether the loop is spinning (posts then skip the eventfd). Both seq_cst: either the poster
+  // sees spinning_ == false and wakes the loop, or the loop sees the inbox non-empty.
+  std::atomic<bool> inbox_nonempty_{false};
+  std::atomic<bool> spinning_{false};
+
+  SpinPolicy spin_;
+  SpinStats stats_;
+  PollerId next_poller_ = 1;
+  std::vector<std::pair<PollerId, std::function<bool()>>> pollers_;
 
   bool dispatching_ = false;
   std::deque<Task> deferred_;

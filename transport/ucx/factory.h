@@ -4,7 +4,7 @@
 // worker per Context, progressed from the Context's loop through the worker's event fd.
 // Addresses: "ucx://<IPv4 address>:<port>" (UCX sockaddr connection establishment; port 0 = any
 // free port when listening). UCX_TLS and the other UCX_* variables select and tune transports;
-// TICTAC_UCX_SPIN trades a core for latency (see docs/ucx.md).
+// The progress loop's spin (TICTAC_SPIN_US) polls the worker (see docs/ucx.md).
 // Viability: "not viable" with UCX's reason when ucp_init fails. Memory: host only; CUDA memory is
 // refused unless the loaded UCX supports it (Debian's does not).
 // The returned backend is used by exactly one Context (see backend.h for threading).

@@ -10,11 +10,6 @@
 namespace tictac::transport::ucx {
 namespace {
 
-const DurationTunable kSpin{"TICTAC_UCX_SPIN", std::chrono::microseconds(0),
-                            "UCX backend: keep polling the UCP worker this long after the last event "
-                            "before sleeping on its event fd (lower latency, costs a core; 0 = off)",
-                            "0us"};
-
 const SizeTunable kRndvThresh{"TICTAC_UCX_RNDV_THRESH", 1 << 20,
                               "UCX backend: frames with payloads up to this many bytes are sent eagerly "
                               "(copied once at the receiver); larger ones use UCX rendezvous (zero-copy "
@@ -26,8 +21,6 @@ constexpr auto kCloseDrain = std::chrono::milliseconds(2000);  // bound on closi
 }  // namespace
 
 Result<std::unique_ptr<UcxWorker>> UcxWorker::create(ProgressEngine& engine, std::shared_ptr<UcpContext> context) {
-  Result<std::chrono::nanoseconds> spin = kSpin.get();
-  TICTAC_RETURN_IF_ERROR(spin);
   Result<std::uint64_t> rndv = kRndvThresh.get();
   TICTAC_RETURN_IF_ERROR(rndv);
   ucp_worker_params_t params{};
@@ -43,8 +36,7 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(ProgressEngine& engine, std
     ucp_worker_destroy(worker);
     return from_ucs(StatusCode::unavailable, "the UCP worker has no event fd (UCP_FEATURE_WAKEUP)", st);
   }
-  std::unique_ptr<UcxWorker> w(new UcxWorker(engine, std::move(context), worker, efd,
-                                             std::chrono::duration_cast<std::chrono::microseconds>(*spin), *rndv));
+  std::unique_ptr<UcxWorker> w(new UcxWorker(engine, std::move(context), worker, efd, *rndv));
   ucp_am_handler_param_t am{};
   am.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
                   UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
@@ -58,17 +50,18 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(ProgressEngine& engine, std
   UcxWorker* raw = w.get();
   Status watched = engine.watch(efd, EPOLLIN, [raw](std::uint32_t) { raw->pump(); });
   if (!watched.ok()) return watched;
+  raw->poller_ = engine.add_poller([raw] { return raw->poll(); });
   raw->kick();  // arms the worker
   return w;
 }
 
 UcxWorker::UcxWorker(ProgressEngine& engine, std::shared_ptr<UcpContext> context, ucp_worker_h worker, int efd,
-                     std::chrono::microseconds spin, std::uint64_t rndv_threshold)
-    : engine_(engine), context_(std::move(context)), worker_(worker), efd_(efd), spin_(spin),
-      rndv_threshold_(rndv_threshold) {}
+                     std::uint64_t rndv_threshold)
+    : engine_(engine), context_(std::move(context)), worker_(worker), efd_(efd), rndv_threshold_(rndv_threshold) {}
 
 UcxWorker::~UcxWorker() {
   *alive_ = false;
+  if (poller_ != 0) engine_.remove_poller(poller_);
   engine_.unwatch(efd_);
   // Endpoints are gone (the core closes them before backends); finish their close requests.
   const auto deadline = Clock::now() + kCloseDrain;
@@ -146,23 +139,11 @@ void UcxWorker::pump() {
   if (in_pump_) return;
   in_pump_ = true;
   std::weak_ptr<bool> alive = alive_;
-  Clock::time_point idle_since{};
   for (int round = 0; round < kMaxRounds; ++round) {
     const unsigned events = ucp_worker_progress(worker_);
     const bool ran = run_later();
     if (alive.expired()) return;
-    if (events != 0 || ran) {
-      idle_since = {};
-      continue;
-    }
-    if (spin_.count() > 0) {
-      const auto now = Clock::now();
-      if (idle_since == Clock::time_point{}) idle_since = now;
-      if (now - idle_since < spin_) {
-        --round;  // spinning is bounded by the spin time, not by the round budget
-        continue;
-      }
-    }
+    if (events != 0 || ran) continue;
     const ucs_status_t st = ucp_worker_arm(worker_);
     if (st == UCS_ERR_BUSY) continue;  // events arrived meanwhile
     in_pump_ = false;
@@ -185,6 +166,13 @@ void UcxWorker::pump() {
     retry_timer_set_ = false;
     pump();
   });
+}
+
+bool UcxWorker::poll() {
+  if (in_pump_ || pump_scheduled_) return pump_scheduled_;
+  if (ucp_worker_progress(worker_) == 0 && later_.empty()) return false;
+  kick();
+  return true;
 }
 
 void UcxWorker::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {

@@ -5,9 +5,10 @@
 // callbacks queued with later() (frame delivery, accepted connections, completions: sinks are
 // never called from inside a UCX callback), and then arms the worker (ucp_worker_arm; UCS_ERR_BUSY
 // means more events: pump again). Operations started outside a pump (post, connect, close) call
-// kick(), which schedules a pump in the current loop iteration. With TICTAC_UCX_SPIN_US > 0 the
-// pump keeps polling that long after the last event before arming (lower latency, burns a core).
-// A pump that keeps finding work yields to the loop after a bounded number of rounds.
+// kick(), which schedules a pump in the current loop iteration. A pump that keeps finding work
+// yields to the loop after a bounded number of rounds. The worker is also one of the engine's
+// pollers: while the loop spins (TICTAC_SPIN_US) each round calls ucp_worker_progress, and one
+// that finds work schedules a pump (which runs the queued work and re-arms).
 //
 // Threading: loop thread only (the worker is created in UCS_THREAD_MODE_SERIALIZED: the loop
 // thread is its only user). Ownership: owns the ucp_worker_h and the close requests of endpoints
@@ -68,8 +69,11 @@ class UcxWorker {
 
  private:
   UcxWorker(ProgressEngine& engine, std::shared_ptr<UcpContext> context, ucp_worker_h worker, int efd,
-            std::chrono::microseconds spin, std::uint64_t rndv_threshold);
+            std::uint64_t rndv_threshold);
   void pump();
+  // The engine's poller: one ucp_worker_progress outside a pump; true (and a pump scheduled) when
+  // it found work.
+  bool poll();
   bool run_later();
   static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,
                             const ucp_am_recv_param_t* param);
@@ -79,7 +83,7 @@ class UcxWorker {
   std::shared_ptr<UcpContext> context_;
   ucp_worker_h worker_;
   int efd_;
-  const std::chrono::microseconds spin_;
+  ProgressEngine::PollerId poller_ = 0;
   const std::uint64_t rndv_threshold_;
   bool in_pump_ = false;
   bool pump_scheduled_ = false;

@@ -1,0 +1,172 @@
+// Unit tests of the progress loop's spin-then-sleep: SpinPolicy's adaptive budget (pure logic),
+// TICTAC_SPIN_US parsing, and the ProgressEngine's spin phase in manual mode (pollers, inbox,
+// posts from the loop thread). No timing asserts: outcomes are counts and the spin statistics.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "transport/progress_engine.h"
+#include "transport/spin_policy.h"
+
+namespace tictac::transport {
+namespace {
+
+using std::chrono::microseconds;
+using std::chrono::milliseconds;
+using std::chrono::nanoseconds;
+
+TEST(SpinPolicy, MissesHalveTheBudgetUntilOffAndAHitRestoresIt) {
+  SpinPolicy p(microseconds(64));
+  EXPECT_EQ(p.budget(), microseconds(64));
+  p.spun(false);
+  EXPECT_EQ(p.budget(), microseconds(32));
+  p.spun(false);
+  EXPECT_EQ(p.budget(), microseconds(16));
+  p.spun(true);
+  EXPECT_EQ(p.budget(), microseconds(64));
+  for (int i = 0; i <= SpinPolicy::kLevels; ++i) p.spun(false);
+  EXPECT_EQ(p.budget(), nanoseconds(0));  // off after kLevels + 1 misses in a row
+  p.spun(false);
+  EXPECT_EQ(p.budget(), nanoseconds(0));  // stays off
+}
+
+TEST(SpinPolicy, QuickWakeUpsBringSpinningBackGradually) {
+  SpinPolicy p(microseconds(64));
+  for (int i = 0; i <= SpinPolicy::kLevels; ++i) p.spun(false);
+  ASSERT_EQ(p.budget(), nanoseconds(0));
+  p.slept(microseconds(500), true);  // work came later than a full spin: no change
+  EXPECT_EQ(p.budget(), nanoseconds(0));
+  p.slept(microseconds(10), false);  // a timeout, not work: no change
+  EXPECT_EQ(p.budget(), nanoseconds(0));
+  p.slept(microseconds(10), true);  // a full spin would have caught it
+  EXPECT_EQ(p.budget(), microseconds(1));
+  p.slept(microseconds(10), true);
+  EXPECT_EQ(p.budget(), microseconds(2));
+  p.spun(true);
+  EXPECT_EQ(p.budget(), microseconds(64));
+  p.slept(microseconds(1), true);  // already at the maximum
+  EXPECT_EQ(p.budget(), microseconds(64));
+}
+
+TEST(SpinPolicy, ZeroMaximumNeverSpins) {
+  SpinPolicy p(microseconds(0));
+  EXPECT_EQ(p.budget(), nanoseconds(0));
+  p.spun(true);
+  p.slept(microseconds(0), true);
+  EXPECT_EQ(p.budget(), nanoseconds(0));
+}
+
+TEST(SpinFromText, AutoDependsOnCoresNumbersAreMicroseconds) {
+  EXPECT_EQ(*spin_from_text("auto", 2), microseconds(0));
+  EXPECT_EQ(*spin_from_text("", kAutoSpinMinCores - 1), microseconds(0));
+  EXPECT_EQ(*spin_from_text("auto", kAutoSpinMinCores), microseconds(kAutoSpinUs));
+  EXPECT_EQ(*spin_from_text("0", 64), microseconds(0));
+  EXPECT_EQ(*spin_from_text("25", 2), microseconds(25));
+  for (const char* bad : {"-1", "fast", "2000000", "10us"}) {
+    Result<microseconds> r = spin_from_text(bad, 8);
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::invalid_argument);
+    EXPECT_NE(r.status().message().find("TICTAC_SPIN_US"), std::string::npos) << r.status().message();
+  }
+}
+
+std::unique_ptr<ProgressEngine> manual_engine(microseconds spin) {
+  auto e = ProgressEngine::create(ProgressEngine::Mode::manual, spin);
+  EXPECT_TRUE(e.ok()) << e.status().message();
+  return std::move(e).value();
+}
+
+TEST(ProgressEngineSpin, PollerThatFindsWorkEndsTheSpinAndItsDeferredWorkRuns) {
+  auto e = manual_engine(std::chrono::seconds(100));  // longer than the test may take: a hit
+  int calls = 0;
+  bool ran = false;
+  e->add_poller([&] {
+    if (++calls < 3) return false;
+    e->defer([&] { ran = true; });
+    return true;
+  });
+  EXPECT_GT(e->progress(std::chrono::seconds(100)), 0u);
+  EXPECT_EQ(calls, 3);
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(e->spin_stats().hits, 1u);
+  EXPECT_EQ(e->spin_stats().sleeps, 0u);
+}
+
+TEST(ProgressEngineSpin, AMissSleepsAndShrinksTheBudget) {
+  auto e = manual_engine(microseconds(200));
+  int calls = 0;
+  const auto id = e->add_poller([&] {
+    ++calls;
+    return false;
+  });
+  EXPECT_EQ(e->progress(milliseconds(1)), 0u);
+  EXPECT_GT(calls, 0);
+  EXPECT_EQ(e->spin_stats().misses, 1u);
+  EXPECT_EQ(e->spin_stats().sleeps, 1u);
+  e->remove_poller(id);
+  const int before = calls;
+  for (int i = 0; i < 10; ++i) e->progress(milliseconds(1));
+  EXPECT_EQ(calls, before);  // removed
+  // After kLevels + 1 misses in a row the loop sleeps without spinning.
+  const auto misses = e->spin_stats().misses;
+  EXPECT_EQ(misses, static_cast<std::uint64_t>(SpinPolicy::kLevels) + 1);
+}
+
+TEST(ProgressEngineSpin, ZeroSpinNeverCallsPollers) {
+  auto e = manual_engine(microseconds(0));
+  int calls = 0;
+  e->add_poller([&] { return ++calls > 0; });
+  e->progress(milliseconds(1));
+  EXPECT_EQ(calls, 0);
+  EXPECT_EQ(e->spin_stats().hits + e->spin_stats().misses, 0u);
+  EXPECT_EQ(e->spin_stats().sleeps, 1u);
+}
+
+TEST(ProgressEngineSpin, ASpinningLoopSeesAPostFromAnotherThread) {
+  auto e = manual_engine(std::chrono::seconds(100));
+  bool ran = false;
+  bool posted = false;
+  e->add_poller([&] {
+    if (!posted) {  // post from another thread while the loop spins, then let it look
+      std::thread([&] { e->post([&] { ran = true; }); }).join();
+      posted = true;
+    }
+    return false;
+  });
+  EXPECT_GT(e->progress(std::chrono::seconds(100)), 0u);
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(e->spin_stats().hits, 1u);
+  EXPECT_EQ(e->spin_stats().sleeps, 0u);
+}
+
+TEST(ProgressEngineSpin, PostFromTheLoopThreadIsRunWithoutSleeping) {
+  auto e = manual_engine(microseconds(0));
+  int ran = 0;
+  e->post([&] {
+    ++ran;
+    e->post([&] { ++ran; });  // on the loop thread: no eventfd write, the inbox flag suffices
+  });
+  EXPECT_EQ(e->progress(milliseconds(0)), 1u);
+  EXPECT_EQ(ran, 1);
+  EXPECT_EQ(e->progress(std::chrono::seconds(100)), 1u);  // would sleep 100 s if it missed the task
+  EXPECT_EQ(ran, 2);
+  EXPECT_EQ(e->spin_stats().sleeps, 0u);
+}
+
+TEST(ProgressEngineSpin, PostFromAnotherThreadWakesASleepingLoop) {
+  auto e = manual_engine(microseconds(0));
+  e->progress(milliseconds(0));  // this thread drives the loop
+  bool ran = false;
+  // Most likely posted while the loop sleeps in epoll_wait: only the eventfd can wake it (a lost
+  // wake-up would block for the whole 100 s, past the test's timeout).
+  std::thread poster([&] {
+    std::this_thread::sleep_for(milliseconds(20));
+    e->post([&] { ran = true; });
+  });
+  EXPECT_EQ(e->progress(std::chrono::seconds(100)), 1u);
+  poster.join();
+  EXPECT_TRUE(ran);
+}
+
+}  // namespace
+}  // namespace tictac::transport
