@@ -444,11 +444,23 @@ TEST_P(FakeVerbsTest, FaultApiRejectsUnknownQps) {
   EXPECT_FALSE(fabric()->qp_fatal(0xabcdef).ok());
 }
 
-TEST_P(FakeVerbsTest, DmabufRegistrationIsNotAvailable) {
+TEST_P(FakeVerbsTest, DmabufRegistrationNeedsAnOpenFdAndMapsIovaToHostMemory) {
   ASSERT_NE(api_.reg_dmabuf_mr, nullptr);
+  std::vector<char> mem(4096, 'x');
+  const auto iova = reinterpret_cast<std::uintptr_t>(mem.data());
   errno = 0;
-  EXPECT_EQ(api_.reg_dmabuf_mr(pd(kA), 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE), nullptr);
-  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(api_.reg_dmabuf_mr(pd(kA), 0, mem.size(), iova, -1, IBV_ACCESS_LOCAL_WRITE), nullptr);
+  EXPECT_EQ(errno, EBADF);
+  const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ibv_mr* mr = api_.reg_dmabuf_mr(pd(kA), 16, mem.size(), iova, fd, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr) << std::strerror(errno);
+  EXPECT_EQ(mr->addr, mem.data());
+  EXPECT_EQ(mr->length, mem.size());
+  EXPECT_EQ(fabric()->dmabuf_fds(), std::vector<int>{fd});
+  EXPECT_EQ(api_.dereg_mr(mr), 0);
+  EXPECT_TRUE(fabric()->dmabuf_fds().empty());
+  ::close(fd);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fake, FakeVerbsTest, ::testing::Values("fake_ib", "fake_roce"),

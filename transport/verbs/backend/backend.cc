@@ -43,6 +43,9 @@ class VerbsBackend final : public transport::Backend {
   transport::Capabilities capabilities() const override {
     transport::Capabilities c;
     c.host_memory = true;
+    // cuda_memory stays false (device buffers are staged by the core) until the send, receive
+    // and zero-copy paths register device ranges through GpuRegistrar instead of memcpy'ing
+    // them into host rings (docs/backends.md "GPU memory" lists what is missing).
     c.max_frames_in_flight = config_.ok() ? config_->ring_slots : 0;
     return c;
   }

@@ -41,9 +41,9 @@ ibv_mr* reg_mr_iova2(ibv_pd* p, void* addr, std::size_t length, std::uint64_t io
                      unsigned access) {
   return fabric(p)->reg_mr(owner_of<Pd>(p), addr, length, iova, static_cast<int>(access));
 }
-ibv_mr* reg_dmabuf_mr(ibv_pd*, std::uint64_t, std::size_t, std::uint64_t, int, int) {
-  errno = EOPNOTSUPP;  // no device memory behind the fake: callers take their fallback path
-  return nullptr;
+ibv_mr* reg_dmabuf_mr(ibv_pd* p, std::uint64_t offset, std::size_t length, std::uint64_t iova,
+                      int fd, int access) {
+  return fabric(p)->reg_dmabuf_mr(owner_of<Pd>(p), offset, length, iova, fd, access);
 }
 int dereg_mr(ibv_mr* m) { return fabric(m)->dereg_mr(owner_of<Mr>(m)); }
 ibv_comp_channel* create_comp_channel(ibv_context* c) {

@@ -208,6 +208,15 @@ WriteTraffic FakeFabric::write_traffic() const {
   return state_->traffic;
 }
 
+std::vector<int> FakeFabric::dmabuf_fds() const {
+  std::lock_guard lk(state_->mu);
+  std::vector<int> out;
+  for (const auto& [key, mr] : state_->mrs) {
+    if (mr->dmabuf_fd >= 0) out.push_back(mr->dmabuf_fd);
+  }
+  return out;
+}
+
 std::size_t FakeFabric::live_objects() const {
   std::lock_guard lk(state_->mu);
   return state_->contexts.size() + state_->pds.size() + state_->mrs.size() +

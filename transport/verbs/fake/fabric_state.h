@@ -88,6 +88,8 @@ struct Mr {
   std::size_t length = 0;
   int access = 0;
   bool revoked = false;  // revoke_next_remote_mr(): no remote access any more
+  int dmabuf_fd = -1;    // reg_dmabuf_mr: the caller's fd (not owned), -1 for reg_mr regions
+  std::uint64_t dmabuf_offset = 0;
 };
 
 struct Channel {
@@ -201,6 +203,8 @@ struct FabricState {
   int dealloc_pd(Pd* pd);
   ibv_mr* reg_mr(Pd* pd, void* addr, std::size_t length, std::uint64_t iova, int access);
   int dereg_mr(Mr* mr);
+  ibv_mr* reg_dmabuf_mr(Pd* pd, std::uint64_t offset, std::size_t length, std::uint64_t iova,
+                        int fd, int access);
   ibv_comp_channel* create_comp_channel(Context* ctx);
   int destroy_comp_channel(Channel* ch);
   ibv_cq* create_cq(Context* ctx, int cqe, void* cq_context, Channel* ch, int comp_vector);

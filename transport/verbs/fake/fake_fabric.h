@@ -13,6 +13,9 @@
 //   failure -> IBV_WC_REM_ACCESS_ERR on the sender and IBV_EVENT_QP_ACCESS_ERR on the target),
 //   WRITE_WITH_IMM and SEND (consume one posted receive; none -> RNR retries, rnr_retry 7 means
 //   forever, then IBV_WC_RNR_RETRY_EXC_ERR), receive length checks (IBV_WC_LOC_LEN_ERR).
+// - reg_dmabuf_mr needs an open fd (else EBADF) and records fd and offset; it registers the
+//   host memory at `iova`, because the tests' scripted CUDA table hands out host memory as
+//   device memory and callers pass the device pointer as iova. dmabuf_fds() lists live ones.
 // - Counters and faults for RDMA WRITE: write_traffic(), corrupt_next_write_rkey(),
 //   revoke_next_remote_mr() (zero-copy data paths are checked with these).
 // - Completions: signalled per WR or sq_sig_all; error completions always. A send-queue slot is
@@ -136,6 +139,8 @@ class FakeFabric {
   // (as if its owner had deregistered it): same errors. The owner's dereg_mr still works.
   void revoke_next_remote_mr();
   WriteTraffic write_traffic() const;
+  // The file descriptors behind live reg_dmabuf_mr regions (the fake does not own them).
+  std::vector<int> dmabuf_fds() const;
 
   // Objects created through the table and not yet destroyed (contexts, PDs, MRs, CQs,
   // channels, QPs). Zero when a test cleaned up.

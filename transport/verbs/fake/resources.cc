@@ -1,4 +1,5 @@
 // Fake fabric: device contexts, queries, PDs, MRs, completion channels and CQs.
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -183,6 +184,22 @@ ibv_mr* FabricState::reg_mr(Pd* pd, void* addr, std::size_t length, std::uint64_
   ibv_mr* out = &m;
   mrs.emplace(key, std::move(mr));
   return out;
+}
+
+ibv_mr* FabricState::reg_dmabuf_mr(Pd* pd, std::uint64_t offset, std::size_t length,
+                                   std::uint64_t iova, int fd, int access) {
+  // The kernel resolves the fd to a dma-buf; here it only has to be an open descriptor.
+  if (fd < 0 || ::fcntl(fd, F_GETFD) < 0) return fail<ibv_mr>(EBADF);
+  // Device memory in the tests' scripted CUDA table is host memory, so `iova` (the device
+  // pointer, as callers pass it) is also the host address the fake copies from and to.
+  ibv_mr* mr = reg_mr(pd, reinterpret_cast<void*>(static_cast<std::uintptr_t>(iova)), length,
+                      iova, access);
+  if (mr == nullptr) return nullptr;
+  std::lock_guard lk(mu);
+  Mr* m = mrs.at(mr->lkey).get();
+  m->dmabuf_fd = fd;
+  m->dmabuf_offset = offset;
+  return mr;
 }
 
 int FabricState::dereg_mr(Mr* mr) {
