@@ -460,7 +460,13 @@ TEST_P(FakeVerbsTest, DmabufRegistrationNeedsAnOpenFdAndMapsIovaToHostMemory) {
   EXPECT_EQ(fabric()->dmabuf_fds(), std::vector<int>{fd});
   EXPECT_EQ(api_.dereg_mr(mr), 0);
   EXPECT_TRUE(fabric()->dmabuf_fds().empty());
+  EXPECT_EQ(fabric()->dmabuf_closed_before_dereg(), 0U);
+  // Closing the fd while the MR lives is counted.
+  mr = api_.reg_dmabuf_mr(pd(kA), 0, mem.size(), iova, fd, IBV_ACCESS_LOCAL_WRITE);
+  ASSERT_NE(mr, nullptr);
   ::close(fd);
+  EXPECT_EQ(api_.dereg_mr(mr), 0);
+  EXPECT_EQ(fabric()->dmabuf_closed_before_dereg(), 1U);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fake, FakeVerbsTest, ::testing::Values("fake_ib", "fake_roce"),

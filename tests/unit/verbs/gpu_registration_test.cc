@@ -90,6 +90,7 @@ TEST_F(GpuRegistrationTest, DmaBufIsChosenWhenAvailableAndKeepsTheFdWithTheMr) {
   errno = 0;
   EXPECT_EQ(::fcntl(fd, F_GETFD), -1);  // closed with the MR: no leak
   EXPECT_EQ(errno, EBADF);
+  EXPECT_EQ(fabric_.dmabuf_closed_before_dereg(), 0U);  // and only after the MR was deregistered
 }
 
 TEST_F(GpuRegistrationTest, PeerMemoryWhenOnlyThat) {

@@ -217,6 +217,11 @@ std::vector<int> FakeFabric::dmabuf_fds() const {
   return out;
 }
 
+std::size_t FakeFabric::dmabuf_closed_before_dereg() const {
+  std::lock_guard lk(state_->mu);
+  return state_->dmabuf_closed_before_dereg;
+}
+
 std::size_t FakeFabric::live_objects() const {
   std::lock_guard lk(state_->mu);
   return state_->contexts.size() + state_->pds.size() + state_->mrs.size() +

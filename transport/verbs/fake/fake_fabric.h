@@ -15,7 +15,8 @@
 //   forever, then IBV_WC_RNR_RETRY_EXC_ERR), receive length checks (IBV_WC_LOC_LEN_ERR).
 // - reg_dmabuf_mr needs an open fd (else EBADF) and records fd and offset; it registers the
 //   host memory at `iova`, because the tests' scripted CUDA table hands out host memory as
-//   device memory and callers pass the device pointer as iova. dmabuf_fds() lists live ones.
+//   device memory and callers pass the device pointer as iova. dmabuf_fds() lists live ones;
+//   dmabuf_closed_before_dereg() counts MRs whose fd was closed before dereg_mr.
 // - Counters and faults for RDMA WRITE: write_traffic(), corrupt_next_write_rkey(),
 //   revoke_next_remote_mr() (zero-copy data paths are checked with these).
 // - Completions: signalled per WR or sq_sig_all; error completions always. A send-queue slot is
@@ -141,6 +142,8 @@ class FakeFabric {
   WriteTraffic write_traffic() const;
   // The file descriptors behind live reg_dmabuf_mr regions (the fake does not own them).
   std::vector<int> dmabuf_fds() const;
+  // dma-buf MRs whose fd was already closed when dereg_mr ran (a lifetime bug in the caller).
+  std::size_t dmabuf_closed_before_dereg() const;
 
   // Objects created through the table and not yet destroyed (contexts, PDs, MRs, CQs,
   // channels, QPs). Zero when a test cleaned up.

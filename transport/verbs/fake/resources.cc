@@ -204,6 +204,9 @@ ibv_mr* FabricState::reg_dmabuf_mr(Pd* pd, std::uint64_t offset, std::size_t len
 
 int FabricState::dereg_mr(Mr* mr) {
   std::lock_guard lk(mu);
+  // A dma-buf closed while its MR lives is a caller bug the kernel would hide (it holds its own
+  // reference); count it so tests catch it.
+  if (mr->dmabuf_fd >= 0 && ::fcntl(mr->dmabuf_fd, F_GETFD) < 0) ++dmabuf_closed_before_dereg;
   --mr->pd->mrs;
   locked_bytes -= mr->length;
   mrs.erase(mr->h.ibv.lkey);
