@@ -469,6 +469,28 @@ TEST_P(FakeVerbsTest, DmabufRegistrationNeedsAnOpenFdAndMapsIovaToHostMemory) {
   EXPECT_EQ(fabric()->dmabuf_closed_before_dereg(), 1U);
 }
 
+TEST_P(FakeVerbsTest, RdmaWriteLandsInADmabufRegion) {
+  auto [a, b] = make_pair();
+  std::vector<char> src(256, 's');
+  std::vector<char> dst(256, '.');  // "device memory" of the scripted CUDA table is host memory
+  ibv_mr* local = reg(kA, src.data(), src.size(), IBV_ACCESS_LOCAL_WRITE);
+  const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  const auto iova = reinterpret_cast<std::uintptr_t>(dst.data());
+  ibv_mr* remote = api_.reg_dmabuf_mr(pd(kB), 0, dst.size(), iova, fd,
+                                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+  ASSERT_NE(remote, nullptr) << std::strerror(errno);
+  ASSERT_EQ(post_write(a, local, 0, 64, iova + 32, remote->rkey, 7), 0);
+  std::vector<ibv_wc> wc = wait(cq(kA), 1);
+  ASSERT_EQ(wc.size(), 1U);
+  EXPECT_EQ(wc[0].status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::string(dst.data() + 30, 4), "..ss");
+  EXPECT_EQ(std::string(dst.data() + 94, 4), "ss..");
+  EXPECT_EQ(api_.dereg_mr(remote), 0);
+  ::close(fd);
+  (void)b;
+}
+
 INSTANTIATE_TEST_SUITE_P(Fake, FakeVerbsTest, ::testing::Values("fake_ib", "fake_roce"),
                          provider_name);
 
