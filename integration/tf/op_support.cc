@@ -240,4 +240,38 @@ void register_op(const char* name, const std::vector<const char*>& inputs,
   TF_DeleteStatus(st);
 }
 
+bool read_tensor_specs(TF_OpKernelConstruction* ctx, AttrReader& a, const std::string& op,
+                       std::vector<TensorSpec>& out) {
+  auto tags = a.i64s("tags");
+  auto srcs = a.i64s("src_ranks");
+  auto ranks = a.i64s("ranks");
+  auto dims = a.i64s("dims");
+  auto types = a.types("T");
+  if (!a.ok()) return false;
+  if (tags.size() != types.size() || srcs.size() != types.size() || ranks.size() != types.size()) {
+    construction_failure(ctx, op + ": tags, src_ranks, ranks and T must have one entry per tensor");
+    return false;
+  }
+  std::size_t at = 0;
+  for (std::size_t i = 0; i < types.size(); ++i) {
+    TensorSpec t;
+    t.tag = tags[i];
+    t.peer = srcs[i];
+    t.dtype = types[i];
+    if (ranks[i] < 0 || at + static_cast<std::size_t>(ranks[i]) > dims.size()) {
+      construction_failure(ctx, op + ": dims is shorter than the sum of ranks");
+      return false;
+    }
+    t.dims.assign(dims.begin() + static_cast<std::ptrdiff_t>(at),
+                  dims.begin() + static_cast<std::ptrdiff_t>(at + static_cast<std::size_t>(ranks[i])));
+    at += static_cast<std::size_t>(ranks[i]);
+    out.push_back(std::move(t));
+  }
+  if (at != dims.size()) {
+    construction_failure(ctx, op + ": dims is longer than the sum of ranks");
+    return false;
+  }
+  return true;
+}
+
 }  // namespace tictac::tf_ops

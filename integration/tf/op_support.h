@@ -62,6 +62,19 @@ class AttrReader {
   bool ok_ = true;
 };
 
+// One tensor of a batched pull: its tag, the rank it comes from, dtype and shape.
+struct TensorSpec {
+  std::int64_t tag = 0, peer = 0;
+  TF_DataType dtype = TF_FLOAT;
+  std::vector<std::int64_t> dims;
+};
+
+// Reads a batched pull's attributes (`tags`, `src_ranks`, `ranks`, `dims` (the shapes
+// concatenated), `T`) into one TensorSpec per tensor. On an attribute error or inconsistent
+// lengths the construction is failed (messages start with `op`) and false is returned.
+bool read_tensor_specs(TF_OpKernelConstruction* ctx, AttrReader& a, const std::string& op,
+                       std::vector<TensorSpec>& out);
+
 using CreateFn = void* (*)(TF_OpKernelConstruction*);
 using ComputeFn = void (*)(void*, TF_OpKernelContext*);
 using DeleteFn = void (*)(void*);

@@ -75,11 +75,7 @@ std::string describe(const Slot& s) {
 
 // ---- TictacPullStart ------------------------------------------------------------------------
 
-struct Item {
-  std::int64_t tag = 0, peer = 0;
-  TF_DataType dtype = TF_FLOAT;
-  std::vector<std::int64_t> dims;
-};
+using Item = TensorSpec;
 
 struct StartKernel {
   std::vector<Item> items;
@@ -88,37 +84,14 @@ struct StartKernel {
 void* start_create(TF_OpKernelConstruction* ctx) {
   auto* k = new StartKernel;
   AttrReader a(ctx);
-  auto tags = a.i64s("tags");
-  auto srcs = a.i64s("src_ranks");
-  auto ranks = a.i64s("ranks");
-  auto dims = a.i64s("dims");
-  auto types = a.types("T");
-  if (!a.ok()) return k;
-  if (tags.size() != types.size() || srcs.size() != types.size() || ranks.size() != types.size()) {
-    construction_failure(ctx, "TictacPullStart: tags, src_ranks, ranks and T must have one entry per tensor");
-    return k;
-  }
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < types.size(); ++i) {
-    Item it;
-    it.tag = tags[i];
-    it.peer = srcs[i];
-    it.dtype = types[i];
-    if (ranks[i] < 0 || at + static_cast<std::size_t>(ranks[i]) > dims.size()) {
-      construction_failure(ctx, "TictacPullStart: dims is shorter than the sum of ranks");
-      return k;
-    }
-    it.dims.assign(dims.begin() + static_cast<std::ptrdiff_t>(at),
-                   dims.begin() + static_cast<std::ptrdiff_t>(at + static_cast<std::size_t>(ranks[i])));
-    at += static_cast<std::size_t>(ranks[i]);
+  if (!read_tensor_specs(ctx, a, "TictacPullStart", k->items)) return k;
+  for (const Item& it : k->items) {
     if (TF_DataTypeSize(it.dtype) == 0) {
       construction_failure(ctx, "TictacPullStart: the dtype of tag " + std::to_string(it.tag) +
                                     " has no fixed size (strings and resources cannot be pulled)");
       return k;
     }
-    k->items.push_back(std::move(it));
   }
-  if (at != dims.size()) construction_failure(ctx, "TictacPullStart: dims is longer than the sum of ranks");
   return k;
 }
 

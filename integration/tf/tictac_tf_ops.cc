@@ -175,11 +175,7 @@ void empty_delete(void*) {}
 
 // ---- pulls and pushes ----------------------------------------------------------------------
 
-struct Transfer {
-  std::int64_t tag = 0, peer = 0;
-  TF_DataType dtype = TF_FLOAT;
-  std::vector<std::int64_t> dims;
-};
+using Transfer = TensorSpec;
 
 struct PullKernel {
   std::vector<Transfer> items;
@@ -199,32 +195,7 @@ void* pull_create(TF_OpKernelConstruction* ctx, bool all) {
     k->items.push_back(t);
     return k;
   }
-  auto tags = a.i64s("tags");
-  auto srcs = a.i64s("src_ranks");
-  auto ranks = a.i64s("ranks");
-  auto dims = a.i64s("dims");
-  auto types = a.types("T");
-  if (!a.ok()) return k;
-  if (tags.size() != types.size() || srcs.size() != types.size() || ranks.size() != types.size()) {
-    construction_failure(ctx, "TictacPullAll: tags, src_ranks, ranks and T must have one entry per output");
-    return k;
-  }
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < types.size(); ++i) {
-    Transfer t;
-    t.tag = tags[i];
-    t.peer = srcs[i];
-    t.dtype = types[i];
-    if (ranks[i] < 0 || at + static_cast<std::size_t>(ranks[i]) > dims.size()) {
-      construction_failure(ctx, "TictacPullAll: dims is shorter than the sum of ranks");
-      return k;
-    }
-    t.dims.assign(dims.begin() + static_cast<std::ptrdiff_t>(at),
-                  dims.begin() + static_cast<std::ptrdiff_t>(at + static_cast<std::size_t>(ranks[i])));
-    at += static_cast<std::size_t>(ranks[i]);
-    k->items.push_back(t);
-  }
-  if (at != dims.size()) construction_failure(ctx, "TictacPullAll: dims is longer than the sum of ranks");
+  read_tensor_specs(ctx, a, "TictacPullAll", k->items);
   return k;
 }
 

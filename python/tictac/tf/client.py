@@ -149,19 +149,6 @@ class _Pulled:
         self.client = client
         self.pushed = False
 
-    def start_pull(self, priorities: Optional[Sequence[int]] = None) -> None:
-        """Posts a receive for every parameter (tag protocol.param_tag(i); in ``priorities``
-        order, one per variable, smaller first; default declaration order), then asks the
-        servers for them, and returns at once. Each parameter must then be taken with
-        ``tictac.tf.pull_wait(protocol.param_tag(i), dtype)`` (tictac.tf.overlap does)."""
-        if self._closed:
-            raise RuntimeError("ParameterClient: closed")
-        specs = [(protocol.param_tag(i), v.shape, v.dtype, self.owners[i])
-                 for i, v in enumerate(self.variables)]
-        _tt.pull_start(specs, priorities)
-        _tt.push_all([tf.constant(1, tf.int64)] * self.num_servers, [protocol.CTRL] * self.num_servers,
-                     list(range(self.num_servers)), [0] * self.num_servers)
-
     def push(self, grads) -> None:
         self.client.push(grads)
         self.pushed = True
