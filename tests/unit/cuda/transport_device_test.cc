@@ -401,7 +401,12 @@ TEST_P(DeviceTransport, SendsToOnePeerAndTagAreMatchedInSubmissionOrder) {
   EXPECT_FALSE(received[1].fired) << "host B overtook the device send submitted before it";
   EXPECT_FALSE(sent[2].fired);
   api_.release_hold(producer_);
-  ASSERT_TRUE(pump([&] { return received[1].fired && received[2].fired; }));
+  // Every send completes too (its callback points at `sent`, which dies with this scope).
+  ASSERT_TRUE(pump([&] {
+    return received[1].fired && received[2].fired && sent[0].fired && sent[1].fired && sent[2].fired;
+  }));
+  EXPECT_TRUE(sent[1].status.ok()) << sent[1].status.to_string();
+  EXPECT_TRUE(sent[2].status.ok()) << sent[2].status.to_string();
   EXPECT_EQ(got[0], host_a);
   EXPECT_EQ(got[1], std::vector<unsigned char>(kBytes, 0xD1));
   EXPECT_EQ(got[2], host_b);
