@@ -274,4 +274,23 @@ bool read_tensor_specs(TF_OpKernelConstruction* ctx, AttrReader& a, const std::s
   return true;
 }
 
+TF_Tensor* priorities_input(TF_OpKernelContext* ctx, int index, std::int64_t n, const std::string& op) {
+  TF_Status* st = TF_NewStatus();
+  TF_Tensor* prio = nullptr;
+  TF_GetInput(ctx, index, &prio, st);
+  if (TF_GetCode(st) != TF_OK) {
+    TF_OpKernelContext_Failure(ctx, st);
+    TF_DeleteStatus(st);
+    return nullptr;
+  }
+  TF_DeleteStatus(st);
+  if (TF_TensorType(prio) != TF_INT64 || TF_TensorElementCount(prio) != n) {
+    fail(ctx, TF_INVALID_ARGUMENT, op + ": priorities must be int64 with " + std::to_string(n) +
+                                       " elements, got " + std::to_string(TF_TensorElementCount(prio)));
+    TF_DeleteTensor(prio);
+    return nullptr;
+  }
+  return prio;
+}
+
 }  // namespace tictac::tf_ops

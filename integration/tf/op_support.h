@@ -75,6 +75,10 @@ struct TensorSpec {
 bool read_tensor_specs(TF_OpKernelConstruction* ctx, AttrReader& a, const std::string& op,
                        std::vector<TensorSpec>& out);
 
+// Input `index` as the op's priorities: an int64 tensor of `n` elements. Returns it (the caller
+// frees it with TF_DeleteTensor) or nullptr after failing the kernel with the reason.
+TF_Tensor* priorities_input(TF_OpKernelContext* ctx, int index, std::int64_t n, const std::string& op);
+
 using CreateFn = void* (*)(TF_OpKernelConstruction*);
 using ComputeFn = void (*)(void*, TF_OpKernelContext*);
 using DeleteFn = void (*)(void*);

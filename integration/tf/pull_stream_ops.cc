@@ -128,18 +128,8 @@ void start_compute(void* kp, TF_OpKernelContext* ctx) {
   const std::uint64_t generation = session_generation();
   const std::size_t n = k->items.size();
   TF_Status* st = TF_NewStatus();
-  TF_Tensor* prio = nullptr;
-  TF_GetInput(ctx, 0, &prio, st);
-  if (TF_GetCode(st) != TF_OK) {
-    TF_OpKernelContext_Failure(ctx, st);
-    TF_DeleteStatus(st);
-    return;
-  }
-  if (TF_TensorType(prio) != TF_INT64 || TF_TensorElementCount(prio) != static_cast<std::int64_t>(n)) {
-    fail(ctx, TF_INVALID_ARGUMENT, "TictacPullStart: priorities must be int64 with " +
-                                       std::to_string(n) + " elements, got " +
-                                       std::to_string(TF_TensorElementCount(prio)));
-    TF_DeleteTensor(prio);
+  TF_Tensor* prio = priorities_input(ctx, 0, static_cast<std::int64_t>(n), "TictacPullStart");
+  if (prio == nullptr) {
     TF_DeleteStatus(st);
     return;
   }

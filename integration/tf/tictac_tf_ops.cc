@@ -295,18 +295,8 @@ void push_compute(void* kp, TF_OpKernelContext* ctx) {
   const int n = static_cast<int>(k->tags.size());
   TF_Status* st = TF_NewStatus();
   // The priorities are the last input: int64[n] (one scalar for TictacPush).
-  TF_Tensor* prio = nullptr;
-  TF_GetInput(ctx, n, &prio, st);
-  if (TF_GetCode(st) != TF_OK) {
-    TF_OpKernelContext_Failure(ctx, st);
-    TF_DeleteStatus(st);
-    return;
-  }
-  if (TF_TensorType(prio) != TF_INT64 || TF_TensorElementCount(prio) != n) {
-    fail(ctx, TF_INVALID_ARGUMENT, std::string(op) + ": priorities must be int64 with " +
-                                       std::to_string(n) + " elements, got " +
-                                       std::to_string(TF_TensorElementCount(prio)));
-    TF_DeleteTensor(prio);
+  TF_Tensor* prio = priorities_input(ctx, n, n, op);
+  if (prio == nullptr) {
     TF_DeleteStatus(st);
     return;
   }
