@@ -184,7 +184,7 @@ RequestId Context::submit(bool is_send, PeerId peer, Tag tag, const MemoryRegion
   Core* core = core_.get();
   // shared_ptr: std::function needs a copyable callable.
   auto holder = std::make_shared<std::unique_ptr<Request>>(std::move(req));
-  engine_->post([core, holder, range, is_send, device, route] {
+  post_or_hold([core, holder, range, is_send, device, route] {
     if (!range.ok()) {
       (*holder)->complete(range, 0, (*holder)->peer());
       return;
@@ -212,10 +212,57 @@ RequestId Context::recv(PeerId peer, Tag tag, MemoryRegion& region, std::uint64_
   return submit(false, peer, tag, region, offset, length, 0, std::move(callback));
 }
 
+namespace {
+// The open batches of this thread: one per Context, with its nesting depth and held tasks.
+struct HeldBatch {
+  const void* ctx = nullptr;
+  int depth = 0;
+  std::vector<std::function<void()>> tasks;
+};
+thread_local std::vector<HeldBatch> t_batches;
+
+HeldBatch* open_batch(const void* ctx) {
+  for (HeldBatch& b : t_batches) {
+    if (b.ctx == ctx) return &b;
+  }
+  return nullptr;
+}
+}  // namespace
+
+void Context::post_or_hold(std::function<void()> task) {
+  if (HeldBatch* b = open_batch(this)) {
+    b->tasks.push_back(std::move(task));
+    return;
+  }
+  engine_->post(std::move(task));
+}
+
+void Context::begin_batch() {
+  if (HeldBatch* b = open_batch(this)) {
+    ++b->depth;
+    return;
+  }
+  t_batches.push_back(HeldBatch{this, 1, {}});
+}
+
+void Context::end_batch() {
+  for (auto it = t_batches.begin(); it != t_batches.end(); ++it) {
+    if (it->ctx != this) continue;
+    if (--it->depth > 0) return;
+    std::vector<std::function<void()>> tasks = std::move(it->tasks);
+    t_batches.erase(it);
+    if (tasks.empty() || joined_.load()) return;
+    engine_->post([tasks = std::move(tasks)] {
+      for (const std::function<void()>& t : tasks) t();
+    });
+    return;
+  }
+}
+
 void Context::cancel(RequestId id) {
   if (joined_.load()) return;
   Core* core = core_.get();
-  engine_->post([core, id] { core->cancel(id); });
+  post_or_hold([core, id] { core->cancel(id); });
 }
 
 void Context::close() {

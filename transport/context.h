@@ -128,6 +128,27 @@ class Context {
   // and drop their callback.
   void join();
 
+  // Batches: between begin_batch() and end_batch() on one thread, that thread's send/recv calls on
+  // this Context are held and then handed to the loop as ONE task, so the SendQueue sees every
+  // send of the batch before it hands out a chunk (posting N sends one by one lets the first ones
+  // reach the wire before later, higher-priority ones exist). Ids are returned at once as usual;
+  // cancel() of a held request takes effect after end_batch(). Batches nest (the outermost
+  // end_batch() posts). Other threads are not affected. Used by the c10d backend's coalescing
+  // (dist.batch_isend_irecv) and by the parameter server, which posts an iteration's sends at once.
+  void begin_batch();
+  void end_batch();
+  // RAII form of begin_batch()/end_batch().
+  class Batch {
+   public:
+    explicit Batch(Context& ctx) : ctx_(ctx) { ctx_.begin_batch(); }
+    ~Batch() { ctx_.end_batch(); }
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
+
+   private:
+    Context& ctx_;
+  };
+
   // Manual mode only: one loop iteration (see ProgressEngine::progress).
   std::size_t progress(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
 
@@ -135,6 +156,8 @@ class Context {
   Context(TransportConfig config, std::string name, std::unique_ptr<ProgressEngine> engine);
   template <typename T>
   Result<T> call(std::function<void(std::function<void(Result<T>)>)> op);
+  // Posts `task` to the loop, or holds it in this thread's open batch for this Context.
+  void post_or_hold(std::function<void()> task);
   RequestId submit(bool is_send, PeerId peer, Tag tag, const MemoryRegion& region,
                    std::uint64_t offset, std::uint64_t length, Priority priority, Callback cb);
 
