@@ -126,7 +126,7 @@ def block_commands(lines: List[str], first_line: int) -> List[Tuple[int, str]]:
     return out
 
 
-def _attach(path: str, line: int, cmds: List[Tuple[int, str]], attrs: Dict[str, List[str]],
+def _attach(path: str, line: int, col: int, cmds: List[Tuple[int, str]], attrs: Dict[str, List[str]],
             errors: List[str]) -> List[Command]:
     where = f"{path}:{line}"
     if not cmds:
@@ -156,7 +156,7 @@ def _attach(path: str, line: int, cmds: List[Tuple[int, str]], attrs: Dict[str, 
             continue
         out.append(Command(path, ln, text, expect=per["expect"][i], rc=rc, timeout=timeout,
                            small=per["small"][i], env=env, needs=needs, skip=skip,
-                           lock=attrs.get("lock", [""])[0], venv=attrs.get("venv", [".venv"])[0], group=where))
+                           lock=attrs.get("lock", [""])[0], venv=attrs.get("venv", [".venv"])[0], group=f"{where}:{col}"))
     return out
 
 
@@ -218,7 +218,7 @@ def parse(path: str, text: str) -> Tuple[List[Command], List[str]]:
             cmds = block_commands(lines[i + 1:end], i + 2)
             i = end + 1
         if not errs:
-            commands += _attach(path, start + 1, cmds, attrs, errors)
+            commands += _attach(path, start + 1, m.start(), cmds, attrs, errors)
     return commands, errors
 
 

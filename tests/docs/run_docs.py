@@ -5,17 +5,19 @@
 
 Each marked command (tests/docs/doccmds.py, docs/testing.md) runs under bash in a scratch
 folder (one per marker, so a block's commands see each other's files) that links every
-top-level entry of the source tree (``build`` -> the build folder), so `build/tictac ...` and
-`bench/...` work as written and files the command writes stay out of the tree. PATH starts with
-the build folder (`tictac ...`) and .venv/bin; PYTHONPATH and TICTAC_BUILD_DIR point at this tree. A command
-passes when its exit status is the marker's rc (0) and one line of its output contains the
-marker's expect text. Exit status: 0 all ran commands passed, 1 a command failed or a marker is
-malformed (or, with --lint, a command has no marker), 77 nothing could run here (all skipped).
+top-level entry of the source tree (``build`` -> the build folder): `build/tictac ...` and
+`bench/...` work as written, and files the command writes stay out of the tree. PATH starts
+with the build folder (`tictac ...`) and the marker's venv (.venv: python, torchrun);
+PYTHONPATH and TICTAC_BUILD_DIR point at this tree. A command passes when its exit status is
+the marker's rc (0) and one line of its output contains the marker's expect text. Exit status:
+0 all commands that ran passed, 1 a command failed or a marker is malformed (with --lint: or a
+command has no marker), 77 nothing could run here (every command skipped).
 """
 
 from __future__ import annotations
 
 import argparse
+import fcntl
 import glob
 import os
 import re
@@ -116,8 +118,6 @@ def run_one(c: doccmds.Command, source: str, build: str, work: str) -> Tuple[str
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env.update(c.env)
     argv = ["bash", "-c", cmd]
-    if c.lock:               # never overlap another measurement; the wait counts to the timeout
-        argv = ["flock", "-w", str(int(c.timeout)), c.lock] + argv
     t0 = time.monotonic()
     p = subprocess.Popen(argv, cwd=work, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -137,6 +137,45 @@ def run_one(c: doccmds.Command, source: str, build: str, work: str) -> Tuple[str
     if problems:
         return "FAIL", "; ".join(problems) + f"\n  ran: {cmd}\n" + tail(out), secs
     return "PASS", cmd if cmd != c.text else "", secs
+
+
+class BlockLock:
+    """The marker's lock= file, held (flock) while its block's commands run, so a command never
+    overlaps another measurement. Waits up to TICTAC_DOCS_LOCK_WAIT seconds (default 60); when
+    the lock stays busy, the block is skipped with that reason (a visible skip, not a failure:
+    someone else's benchmark is running)."""
+
+    def __init__(self):
+        self.group, self.f, self.busy = "", None, ""
+
+    def enter(self, c: doccmds.Command) -> str:
+        """'' when ``c`` may run now, else why not."""
+        if c.group != self.group:
+            self.release()
+            self.group = c.group
+            if c.lock and not c.skip:
+                self.busy = self._acquire(c.lock)
+        return self.busy if c.lock else ""
+
+    def _acquire(self, path: str) -> str:
+        wait = float(os.environ.get("TICTAC_DOCS_LOCK_WAIT", "60"))
+        self.f = open(path, "a")
+        end = time.monotonic() + wait
+        while True:
+            try:
+                fcntl.flock(self.f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return ""
+            except BlockingIOError:
+                if time.monotonic() >= end:
+                    self.f.close()
+                    self.f = None
+                    return f"{path} stayed locked for {wait:g} s (another measurement is running; retry later)"
+                time.sleep(0.5)
+
+    def release(self):
+        if self.f:
+            self.f.close()                      # closing drops the flock
+        self.f, self.busy = None, ""
 
 
 def tail(out: bytes, n: int = 15) -> str:
@@ -183,10 +222,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
     t_all = time.monotonic()
     works = {}
+    lock = BlockLock()
     for c in commands:
         if c.group not in works:
             works[c.group] = scratch_dir(source, build)
-        status, detail, secs = run_one(c, source, build, works[c.group])
+        busy = lock.enter(c)
+        status, detail, secs = ("SKIP", busy, 0.0) if busy else run_one(c, source, build, works[c.group])
         counts[status] += 1
         head = f"{status} {c.where} [{secs:.1f} s] {c.text}"
         if status == "SKIP":
@@ -195,6 +236,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"{head}\n  {detail}", flush=True)
         else:
             print(head + (f"\n  ran (small): {detail}" if detail else ""), flush=True)
+    lock.release()
     for w in works.values():
         shutil.rmtree(w, ignore_errors=True)
     print(f"docs: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped "
