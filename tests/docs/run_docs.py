@@ -141,12 +141,13 @@ def run_one(c: doccmds.Command, source: str, build: str, work: str) -> Tuple[str
 
 class BlockLock:
     """The marker's lock= file, held (flock) while its block's commands run, so a command never
-    overlaps another measurement. Waits up to TICTAC_DOCS_LOCK_WAIT seconds (default 60); when
+    overlaps another measurement. Waits up to DOCS_TEST_LOCK_WAIT seconds (default 30); when
     the lock stays busy, the block is skipped with that reason (a visible skip, not a failure:
-    someone else's benchmark is running)."""
+    someone else's benchmark is running), and later blocks on that lock only try it once."""
 
     def __init__(self):
         self.group, self.f, self.busy = "", None, ""
+        self.gave_up: set = set()
 
     def enter(self, c: doccmds.Command) -> str:
         """'' when ``c`` may run now, else why not."""
@@ -158,7 +159,7 @@ class BlockLock:
         return self.busy if c.lock else ""
 
     def _acquire(self, path: str) -> str:
-        wait = float(os.environ.get("TICTAC_DOCS_LOCK_WAIT", "60"))
+        wait = 0.0 if path in self.gave_up else float(os.environ.get("DOCS_TEST_LOCK_WAIT", "30"))
         self.f = open(path, "a")
         end = time.monotonic() + wait
         while True:
@@ -169,6 +170,7 @@ class BlockLock:
                 if time.monotonic() >= end:
                     self.f.close()
                     self.f = None
+                    self.gave_up.add(path)
                     return f"{path} stayed locked for {wait:g} s (another measurement is running; retry later)"
                 time.sleep(0.5)
 

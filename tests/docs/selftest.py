@@ -145,13 +145,13 @@ class RunTest(unittest.TestCase):
         self.assertEqual(errs, [])
         with open(path, "a") as held:
             fcntl.flock(held, fcntl.LOCK_EX)
-            os.environ["TICTAC_DOCS_LOCK_WAIT"] = "0.3"
+            os.environ["DOCS_TEST_LOCK_WAIT"] = "0.3"
             try:
                 lock = run_docs.BlockLock()
                 why = [lock.enter(c) for c in cmds]
                 lock.release()
             finally:
-                del os.environ["TICTAC_DOCS_LOCK_WAIT"]
+                del os.environ["DOCS_TEST_LOCK_WAIT"]
         self.assertIn("stayed locked", why[0])
         self.assertEqual(why[0], why[1])
         self.assertEqual(why[2], "")                      # the next block has no lock=
