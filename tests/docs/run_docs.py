@@ -170,8 +170,10 @@ class BlockLock:
                 if time.monotonic() >= end:
                     self.f.close()
                     self.f = None
+                    waited = f"stayed locked for {wait:g} s" if path not in self.gave_up else \
+                        "still locked (waited for it earlier in this run)"
                     self.gave_up.add(path)
-                    return f"{path} stayed locked for {wait:g} s (another measurement is running; retry later)"
+                    return f"{path} {waited}: another measurement is running; rerun later"
                 time.sleep(0.5)
 
     def release(self):
