@@ -1,5 +1,6 @@
 #include "transport/connection.h"
 
+#include <algorithm>
 #include <cstring>
 #include <span>
 #include <utility>
@@ -475,6 +476,13 @@ void Connection::handle_announce(const Header& h) {
   auto [it, inserted] = in_.emplace(h.msg_id, std::move(m));
   TICTAC_CHECK(inserted, "message id reused after validation");
   Request* req = host_.match_message(*this, h.tag, h.msg_id);
+  if (req == nullptr && host_.unexpected_count(*this) > config_.max_unexpected) {
+    fail(peer_status(StatusCode::protocol_error,
+                     "more than " + std::to_string(config_.max_unexpected) +
+                         " announced messages wait for a receive (TICTAC_MAX_UNEXPECTED): post "
+                         "receives sooner or raise the limit"));
+    return;
+  }
   if (req != nullptr) {
     bind_in(h.msg_id, it->second, req);
   } else if (it->second.eager && it->second.total > 0) {
@@ -701,11 +709,13 @@ void Connection::handle_advert(const Header& h) {
 void Connection::watchdog(Clock::time_point now) {
   if (state_ == State::failed) return;
   if (state_ == State::handshaking) {
-    if (now - created_ > config_.timeout && refusing_) {
+    const auto limit = std::min(config_.timeout, config_.handshake_timeout);
+    if (now - created_ > limit && refusing_) {
       fail(refusal_);  // the refusal never left: close anyway
-    } else if (now - created_ > config_.timeout) {
-      fail(peer_status(StatusCode::timeout, "handshake did not complete within TICTAC_TIMEOUT (" +
-                                                std::to_string(config_.timeout.count()) + " ms)"));
+    } else if (now - created_ > limit) {
+      fail(peer_status(StatusCode::timeout,
+                       "handshake did not complete within " + std::to_string(limit.count()) +
+                           " ms (TICTAC_HANDSHAKE_TIMEOUT / TICTAC_TIMEOUT)"));
     }
     return;
   }

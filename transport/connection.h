@@ -59,6 +59,8 @@ class ConnectionHost {
   // The connection reached its terminal state (its own requests are already completed).
   virtual void connection_failed(Connection& conn, const Status& status) = 0;
   virtual void schedule_pump(SendQueue& queue) = 0;
+  // Messages of `conn` announced and not matched yet.
+  virtual std::size_t unexpected_count(const Connection& conn) const = 0;
 };
 
 class Connection final : public EndpointSink {

@@ -99,6 +99,18 @@ Result<std::string> Core::listen(std::string_view address) {
   if (dev == nullptr) return error;
   return dev->backend->listen(rest, [this, dev](std::unique_ptr<Endpoint> ep) {
     if (closed_) return;
+    std::size_t handshaking = 0;
+    for (const auto& [id, c] : conns_) {
+      handshaking += c->state() == Connection::State::handshaking && !c->initiator() ? 1 : 0;
+    }
+    if (handshaking >= config_.max_handshakes) {
+      TICTAC_LOG(warn) << "refusing an incoming connection (" << ep->describe() << "): "
+                       << handshaking << " handshakes are already in progress (TICTAC_MAX_HANDSHAKES="
+                       << config_.max_handshakes << ")";
+      ep->close();
+      engine_.defer([gone = std::shared_ptr<Endpoint>(std::move(ep))] {});
+      return;
+    }
     add_connection(*dev, std::move(ep), /*initiator=*/false);
   });
 }
@@ -397,6 +409,8 @@ bool Core::device_memory_ok(PeerId peer) const {
   }
   return false;
 }
+
+std::size_t Core::unexpected_count(const Connection& conn) const { return matcher_.unexpected_from(conn.id()); }
 
 void Core::schedule_pump(SendQueue& queue) {
   for (Device& d : devices_) {
