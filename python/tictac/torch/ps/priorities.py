@@ -56,6 +56,21 @@ class Priorities:
         if self.active:
             self._tt.set_priorities(self.group, dict(table))
 
+    def batch(self):
+        """Context whose sends (this thread's) reach the transport as one batch, so that it
+        orders all of them by priority before the first byte leaves (torch's coalescing, which
+        the tictac backend implements as a transport batch). A null context when inactive."""
+        if not self.active:
+            return contextlib.nullcontext()
+        import torch
+        import torch.distributed as dist
+        manager = getattr(dist.distributed_c10d, "_coalescing_manager", None)
+        if manager is None:   # pragma: no cover - torch moved its private API
+            _say_once("torch.distributed has no _coalescing_manager: sends are posted one by one, "
+                      "so the first ones may leave before later, higher-priority ones exist")
+            return contextlib.nullcontext()
+        return manager(self.group, torch.device("cpu"), async_ops=True)
+
     def send(self, priority: int):
         """Context for one send: ``tictac.torch.priority(p)`` or a null context."""
         if self.active:
