@@ -9,7 +9,9 @@ environment): with priorities the order the worker sees its parameters complete 
 the policy's order; with TICTAC_PRIORITY=0 (FIFO send queue) it must differ. The models have
 biases (small eager messages next to rendezvous-sized weights) and policies whose order differs
 from declaration order (random with a fixed seed; TIC on a model whose forward runs its layers
-in reverse declaration order).
+in reverse declaration order). Training runs without the pipeline (PSConfig.pipeline=False):
+with it, each value leaves when its update is done, so availability, not only the policy, sets
+the order (test_ps_pipeline.py covers that mode).
 
 Skipped, with the reason, when the tictac extension is not built.
 """
@@ -103,11 +105,12 @@ def jobs():
         (biased, biased_data, ps.PSConfig(num_ps=1, mode="inference", iters=4, policy="random", seed=3,
                                           timeout=60)),
         (biased, biased_data, ps.PSConfig(num_ps=1, mode="training", iters=3, policy="random", seed=3,
-                                          timeout=60, optimizer="sgd", lr=1e-3, momentum=0.9)),
+                                          timeout=60, optimizer="sgd", lr=1e-3, momentum=0.9,
+                                          pipeline=False)),
         (reversed_model, biased_data, ps.PSConfig(num_ps=1, mode="inference", iters=3, policy="tic",
                                                   timeout=60)),
         (reversed_model, biased_data, ps.PSConfig(num_ps=1, mode="training", iters=2, policy="tic",
-                                                  timeout=60, lr=1e-3)),
+                                                  timeout=60, lr=1e-3, pipeline=False)),
     ]
 
 

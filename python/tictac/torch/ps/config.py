@@ -8,6 +8,17 @@ from typing import Any, Callable, Optional, Tuple
 
 __all__ = ["PSConfig"]
 
+
+def _env_bool(name: str, default: bool) -> bool:
+    v = os.environ.get(name)
+    if v is None or v.strip() == "":
+        return default
+    if v.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if v.strip().lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name} must be 0 or 1, got {v!r}")
+
 MODES = ("training", "inference")
 OPTIMIZERS = ("sgd", "adam")
 REDUCTIONS = ("mean", "sum")
@@ -46,6 +57,12 @@ class PSConfig:
       after every gradient has arrived, the workers' masks sent after their pushes (the
       earlier protocol; exact also for parameters the loss reaches that get no gradient,
       which "eager" updates with a zero gradient and warns about). Env: TICTAC_PS_UPDATE.
+    pipeline: training with update="eager" only (default True; env TICTAC_PS_PIPELINE=0 turns
+      it off). A server sends each parameter's next value as soon as it has updated it, at the
+      parameter's position in each worker's next order; a worker posts that receive just before
+      it pushes the parameter's gradient (the backward no longer reads the parameter then) and
+      pushes gradients at their parameters' positions in its next order (P3). Off: every value
+      is sent at the start of the next iteration, after the worker's ready message.
     """
     num_ps: int = 1
     mode: str = "training"
@@ -72,6 +89,7 @@ class PSConfig:
     print_progress: bool = False
     batch_size: Optional[int] = None   # only for the throughput in the summary
     update: str = field(default_factory=lambda: os.environ.get("TICTAC_PS_UPDATE", "eager"))
+    pipeline: bool = field(default_factory=lambda: _env_bool("TICTAC_PS_PIPELINE", True))
 
     def validate(self, world_size: int) -> None:
         from .planning import POLICIES

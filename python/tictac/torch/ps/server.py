@@ -60,6 +60,11 @@ class Server:
         # gradients arrive in about the backward order: the watcher gets them in that order
         # (matters only without futures, where it waits them one by one in that order)
         self.grad_order = list(reversed(self.trainable))
+        # Pipelined training: each trainable parameter's next value is sent as soon as it is
+        # updated; those sends are waited for (and recorded) in the next iteration.
+        self.pipelined = self.eager and cfg.pipeline
+        self.pre_sent: list = []
+        self._orders_it, self._orders_cache = -1, {}
         self.bufs = {(w, i.index): torch.empty_like(i.param.data, memory_format=torch.contiguous_format)
                      for w in self.workers for i in self.trainable} if self.training else {}
         for i in self.owned:
@@ -80,7 +85,9 @@ class Server:
             if int(flag.item()) != it:
                 raise RuntimeError(f"{ctx.who(ctx.rank)}: {ctx.who(w)} is at iteration {int(flag.item())}, "
                                    f"expected {it}")
-        sends = self._send_params(it)
+        sent = {info.index for info, *_ in self.pre_sent}
+        sends = self.pre_sent + self._send_params(it, [i for i in self.owned if i.index not in sent])
+        self.pre_sent = []
         recvs, masks = [], []
         if self.eager:
             return self._eager_rest(it, st, t0, sends)
@@ -121,22 +128,31 @@ class Server:
         st.iter_ms = ms(now(), t0)
         return st
 
-    def _send_params(self, it: int) -> list:
-        """Sends every worker each owned parameter's value for iteration `it`.
+    def _orders(self, it: int) -> dict:
+        """worker rank -> [(position in its order for `it`, owned ParamInfo)] (cached per it)."""
+        if self._orders_it != it:
+            self._orders_it, self._orders_cache = it, {}
+            for w in self.workers:
+                full = self.plan.order_for(w - self.cfg.num_ps, it)
+                self._orders_cache[w] = [(k, self.by_name[n]) for k, n in enumerate(full) if n in self.owned_names]
+        return self._orders_cache
+
+    def _send_params(self, it: int, infos) -> list:
+        """Sends every worker the value for iteration `it` of each parameter in `infos`.
 
         With send priorities, all sends are one transport batch posted in declaration order,
         each at its position in that worker's policy order: the transport alone makes the
         order. Without them (gloo) they are posted in each worker's policy order, interleaved
         by position across workers, the only lever there. Returns (info, worker, issued, work)."""
-        orders = {}
-        for w in self.workers:
-            full = self.plan.order_for(w - self.cfg.num_ps, it)
-            orders[w] = [(k, self.by_name[n]) for k, n in enumerate(full) if n in self.owned_names]
+        orders = self._orders(it)
+        wanted = {info.index for info in infos}
         if self.prio.active:
             pos = {w: {info.index: k for k, info in orders[w]} for w in self.workers}
-            plan = [(pos[w][info.index], info, w) for info in self.owned for w in self.workers]
+            plan = [(pos[w][info.index], info, w) for info in self.owned if info.index in wanted
+                    for w in self.workers]
         else:
-            plan = [orders[w][j] + (w,) for j in range(len(self.owned)) for w in self.workers]
+            plan = [orders[w][j] + (w,) for j in range(len(self.owned)) for w in self.workers
+                    if orders[w][j][1].index in wanted]
         sends = []
         with self.prio.batch():
             for k, info, w in plan:
@@ -217,6 +233,8 @@ class Server:
                 opt.zero_grad(set_to_none=True)
             else:                        # no worker had a gradient: skip, like grad None
                 info.param.grad = None
+            if self.pipelined and it + 1 < cfg.iters:
+                self.pre_sent += self._send_params(it + 1, [info])
             last_end = now()
             busy += last_end - u0
         for info, t in transfers:

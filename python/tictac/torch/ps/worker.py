@@ -70,6 +70,12 @@ class Worker:
                              for s in range(cfg.num_ps)}
         self.warned_missing = False
         self.declared = [i.name for i in infos]
+        # Pipelined training: the receive of a parameter's next value is posted just before its
+        # gradient is pushed, so the server can send the value as soon as it has updated it.
+        self.pipelined = self.training and cfg.update == "eager" and cfg.pipeline
+        self.pipe_next = False                        # this iteration posts the next one's receives
+        self.next_pulls: Dict[int, Transfer] = {}
+        self.push_pos: Dict[str, int] = {}
 
     # hooks ------------------------------------------------------------------------------------
     def install(self) -> None:
@@ -142,11 +148,27 @@ class Worker:
             return
         self._send_grad(info, g)
 
+    def _post_pull(self, info: ParamInfo) -> Transfer:
+        """A receive of the parameter's value straight into param.data (a contiguous buffer,
+        copied in when waited for, if param.data is not contiguous)."""
+        data = info.param.data
+        buf = None if data.is_contiguous() else torch.empty_like(data, memory_format=torch.contiguous_format)
+        work = dist.irecv(data if buf is None else buf, src=info.owner, tag=info.pull_tag)
+        t = Transfer(work, info.owner, f"pull of {info.name!r}", key=info.index, payload=buf)
+        self.pull_watch.watch(t)
+        return t
+
     def _send_grad(self, info: ParamInfo, g: torch.Tensor) -> None:
+        # Pipelined: the gradient is final, so the backward no longer reads this parameter
+        # (autograd accumulates it after every node that uses it); its next value may land.
+        if self.pipe_next and info.index not in self.next_pulls:
+            self.next_pulls[info.index] = self._post_pull(info)
         buf = g.detach()
         if not buf.is_contiguous():
             buf = buf.contiguous()
-        with self.prio.send(self.pos.get(info.name, 0)):
+        # P3: gradients at the position their parameter has in the NEXT iteration's order, so
+        # those needed first then are pushed (and updated, and sent back) first.
+        with self.prio.send(self.push_pos.get(info.name, 0)):
             work = dist.isend(buf, info.owner, tag=info.push_tag)
         t = Transfer(work, info.owner, f"push of the gradient of {info.name!r}", key=info.index, payload=buf)
         self.pushes[info.index] = t
@@ -185,24 +207,25 @@ class Worker:
         cfg = self.cfg
         order = self.plan.order_for(self.widx, it)
         self.pos = {n: k for k, n in enumerate(order)}
+        nxt = self.plan.order_for(self.widx, it + 1) if it + 1 < cfg.iters else order
+        self.push_pos = {n: k for k, n in enumerate(nxt)}
+        self.pipe_next = self.pipelined and it + 1 < cfg.iters
         self.model.zero_grad(set_to_none=True)
         self.compute, self.stack, self.stall, self.pushes = [], [], 0.0, {}
         st = IterationStats(rank=self.ctx.rank, worker=self.widx, iter=it, warmup=it < cfg.warmup,
                             mode=cfg.mode, policy=self.plan.policy, t0_unix=0.0, expected_order=order)
         self.t0 = t0 = now()
         st.t0_unix = to_unix(t0)
-        pulls: Dict[int, Transfer] = {}
+        # Receives the previous iteration posted during its backward (pipelined), then the rest.
         # With send priorities the receives go in declaration order: the order must come from the
         # servers' priorities, not from the order the receives were posted in. Without them
         # (gloo) the posting order is the only lever, so they go in the policy's order.
+        pulls: Dict[int, Transfer] = self.next_pulls
+        self.next_pulls = {}
         for name in (self.declared if self.prio.active else order):
             info = self.by_name[name]
-            data = info.param.data
-            buf = None if data.is_contiguous() else torch.empty_like(data, memory_format=torch.contiguous_format)
-            work = dist.irecv(data if buf is None else buf, src=info.owner, tag=info.pull_tag)
-            t = Transfer(work, info.owner, f"pull of {info.name!r}", key=info.index, payload=buf)
-            pulls[info.index] = t
-            self.pull_watch.watch(t)
+            if info.index not in pulls:
+                pulls[info.index] = self._post_pull(info)
         # Then tell each server that this worker is ready for iteration `it`: every receive is
         # posted before its send, so the transport can hand the sends to the wire in priority
         # order from the first byte on.
@@ -263,9 +286,10 @@ class Worker:
         st.stall_ms = self.stall * 1e3
         st.arrival_source = self.pull_watch.source
         st.compute = self.compute
-        st.pulls = [[self.infos[i].name, ms(t.posted, t0), ms(t.done_at, t0), self.infos[i].nbytes,
-                     self.infos[i].owner] for i, t in pulls.items()]
-        st.arrival_order = [p[0] for p in sorted(st.pulls, key=lambda p: p[2])]
+        # Pipelined: a pull posted (or landed) during the previous iteration shows as 0 ms.
+        st.pulls = [[self.infos[i].name, max(0.0, ms(t.posted, t0)), max(0.0, ms(t.done_at, t0)),
+                     self.infos[i].nbytes, self.infos[i].owner] for i, t in pulls.items()]
+        st.arrival_order = [self.infos[i].name for i, t in sorted(pulls.items(), key=lambda kv: kv[1].done_at)]
         st.pushes = [[self.infos[i].name, ms(t.posted, t0), ms(t.done_at, t0), self.infos[i].nbytes,
                       self.infos[i].owner] for i, t in sorted(self.pushes.items(), key=lambda kv: kv[1].posted)]
         st.compute_metrics()
