@@ -51,6 +51,14 @@ class Priorities:
         if not self.active:
             _say_once(f"send priorities are not applied: {self.reason}; the transport decides the order")
 
+    def disable(self, reason: str) -> None:
+        """From now on no priorities: the tag table is emptied and send()/batch() are null
+        contexts (the cheapest path, when ordering cannot help; auto_order.py)."""
+        if self.active:
+            self._tt.set_priorities(self.group, {})
+        self.active = False
+        self.reason = reason
+
     def install(self, table: Dict[int, int]) -> None:
         """Install a tag -> priority table (smaller = sent first) on the group's backend."""
         if self.active:

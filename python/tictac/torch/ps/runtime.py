@@ -16,6 +16,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from .auto_order import AutoOrder
 from .comm import Context, PeerError
 from .config import PSConfig
 from .gather import aggregate, publish
@@ -110,10 +111,12 @@ def _run(model_fn, data_fn, cfg: PSConfig, ctx: Context, store, rank: int, world
     result = RunResult(rank=rank, role="server" if is_server else "worker", plan=plan,
                        owners={i.name: i.owner for i in infos}, priorities_active=prio.active,
                        priorities_reason=prio.reason)
+    auto = AutoOrder(cfg, store, plan, prio, rank == first_worker)
     if is_server:
         server = Server(ctx, cfg, infos, plan, prio, tags, world)
         try:
             for it in range(cfg.iters):
+                auto.before(it)
                 result.server_stats.append(server.iteration(it))
         finally:
             server.close()
@@ -126,7 +129,9 @@ def _run(model_fn, data_fn, cfg: PSConfig, ctx: Context, store, rank: int, world
         try:
             for it in range(cfg.iters):
                 inputs, target = data_fn(worker.widx, it)
+                auto.before(it)
                 st = worker.iteration(it, inputs, target)
+                auto.after(it, st)
                 result.stats.append(st)
                 if cfg.print_progress and rank == first_worker:
                     print(f"iter {it + 1}/{cfg.iters}{' (warmup)' if st.warmup else ''}: {st.iter_ms:.1f} ms "
