@@ -23,6 +23,12 @@ const DurationTunable kTimeout{"TICTAC_TIMEOUT", std::chrono::seconds(30),
 const BoolTunable kPriority{"TICTAC_PRIORITY", true,
                             "enforce priorities (1) or send in plain FIFO order (0)"};
 
+const IntTunable kAdverts{"TICTAC_ADVERTS", 1024,
+                          "receives posted before their message is announced are advertised to the "
+                          "sender, whose send then skips the READY round trip and enters its "
+                          "priority lane at once: at most this many outstanding per connection "
+                          "(0 = off, 0..65536)"};
+
 }  // namespace
 
 Result<TransportConfig> TransportConfig::from_env() {
@@ -37,6 +43,13 @@ Result<TransportConfig> TransportConfig::from_env() {
   TICTAC_RETURN_IF_ERROR(timeout);
   auto priority = kPriority.get();
   TICTAC_RETURN_IF_ERROR(priority);
+  auto adverts = kAdverts.get();
+  TICTAC_RETURN_IF_ERROR(adverts);
+  if (*adverts < 0 || *adverts > static_cast<std::int64_t>(wire::kMaxAdvertsOutstanding)) {
+    return invalid_argument("TICTAC_ADVERTS=" + std::to_string(*adverts) + " is out of range 0.." +
+                            std::to_string(wire::kMaxAdvertsOutstanding));
+  }
+  c.max_adverts = static_cast<std::uint32_t>(*adverts);
   if (*window < 1 || *window > 4096) {
     return invalid_argument("TICTAC_WINDOW=" + std::to_string(*window) + " is out of range 1..4096");
   }
@@ -49,7 +62,7 @@ Result<TransportConfig> TransportConfig::from_env() {
   TICTAC_LOG(debug) << "transport config: TICTAC_CHUNK_BYTES=" << c.chunk_bytes
                     << " TICTAC_WINDOW=" << c.window_chunks << " TICTAC_EAGER_BYTES=" << c.eager_bytes
                     << " TICTAC_TIMEOUT=" << c.timeout.count() << "ms TICTAC_PRIORITY="
-                    << (c.enforce_priority ? 1 : 0);
+                    << (c.enforce_priority ? 1 : 0) << " TICTAC_ADVERTS=" << c.max_adverts;
   return c;
 }
 
@@ -63,6 +76,10 @@ Status TransportConfig::validate() const {
   if (eager_bytes > (std::uint64_t{1} << 40)) {
     return invalid_argument("eager pool of " + std::to_string(eager_bytes) +
                             " bytes per peer is unreasonably large (TICTAC_EAGER_BYTES)");
+  }
+  if (max_adverts > wire::kMaxAdvertsOutstanding) {
+    return invalid_argument("at most " + std::to_string(wire::kMaxAdvertsOutstanding) +
+                            " outstanding adverts per connection (TICTAC_ADVERTS)");
   }
   if (timeout.count() < 1) return invalid_argument("timeout must be at least 1ms (TICTAC_TIMEOUT)");
   return Status::Ok();

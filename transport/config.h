@@ -6,6 +6,9 @@
 //                                 waiting for the receiver's READY while credit lasts
 //   TICTAC_TIMEOUT      (30s)    connect/handshake timeout and silence after which a peer is dead
 //   TICTAC_PRIORITY     (1)      0 = plain FIFO (priorities ignored), for comparisons
+//   TICTAC_ADVERTS      (1024)   receives posted before their message is announced are advertised
+//                                to the sender (at most this many outstanding per connection), so
+//                                the send enters its priority lane at once; 0 turns adverts off
 // Plain value; thread-safe to copy. from_env() reports a bad variable as invalid_argument naming
 // it; validate() rejects values out of range.
 #pragma once
@@ -23,6 +26,7 @@ struct TransportConfig {
   std::uint64_t eager_bytes = 256 << 10;
   std::chrono::milliseconds timeout{30'000};
   bool enforce_priority = true;
+  std::uint32_t max_adverts = 1024;  // 0 = never advertise receives
 
   static Result<TransportConfig> from_env();
   Status validate() const;

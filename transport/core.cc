@@ -224,7 +224,14 @@ void Core::recv(std::unique_ptr<Request> req) {
     }
   }
   std::optional<Matcher::Message> m = matcher_.on_recv(r->id(), r->peer(), r->tag());
-  if (!m) return;
+  if (!m) {
+    // Waiting: tell the sender, unless an any-source receive for this tag waits ahead of it
+    // (then which receive its next message matches depends on which peer sends first).
+    if (r->peer() != kAnyPeer && !matcher_.any_source_waiting(r->tag())) {
+      conns_.at(r->peer())->advertise(r, matcher_.waiting_for(r->peer(), r->tag()) - 1);
+    }
+    return;
+  }
   cuda_->on_bound(r->id(), m->peer);
   conns_.at(m->peer)->bind(m->msg_id, r);
 }

@@ -15,6 +15,10 @@ constexpr std::size_t kMaxQueuedFrames = 256;
 constexpr int kMaxIov = 64;
 constexpr int kMaxFramesPerWakeup = 64;  // fairness between sockets on one loop
 constexpr std::size_t kScratchBytes = 64 << 10;
+// The endpoint takes no new chunk while more than this many bytes wait in user space for the
+// socket (which itself holds at most TICTAC_TCP_NOTSENT_LOWAT unsent bytes): together they bound
+// how far a newly queued high-priority chunk lands behind data already handed over.
+constexpr std::size_t kQueuedBytesLowWater = 128 << 10;
 }  // namespace
 
 TcpEndpoint::TcpEndpoint(ProgressEngine& engine, int fd)
@@ -43,7 +47,9 @@ void TcpEndpoint::start(EndpointSink* sink) {
   if (!out_.empty()) schedule_flush();
 }
 
-bool TcpEndpoint::has_capacity() const { return !closed_ && out_.size() < kMaxQueuedFrames; }
+bool TcpEndpoint::has_capacity() const {
+  return !closed_ && out_.size() < kMaxQueuedFrames && queued_bytes_ < kQueuedBytesLowWater;
+}
 
 Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload, std::uint64_t cookie) {
   if (closed_) return Status(StatusCode::connection_lost, "connection closed");
@@ -52,7 +58,8 @@ Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload, s
     return Status(StatusCode::resource_exhausted, "no capacity: send queue of the socket is full");
   }
   out_.push_back(OutFrame{wire::encode(header), payload, header.length, cookie, 0});
-  if (out_.size() >= kMaxQueuedFrames) was_full_ = true;
+  queued_bytes_ += wire::kHeaderBytes + header.length;
+  if (!has_capacity()) was_full_ = true;
   if (started_) schedule_flush();
   return Status::Ok();
 }
@@ -157,6 +164,7 @@ void TcpEndpoint::flush() {
       return;
     }
     std::size_t left = static_cast<std::size_t>(w);
+    queued_bytes_ -= left;
     while (left > 0 && !out_.empty()) {
       OutFrame& f = out_.front();
       const std::size_t need = wire::kHeaderBytes + f.length - f.done;
@@ -175,7 +183,7 @@ void TcpEndpoint::flush() {
     if (alive.expired() || closed_) return;
     sink_->on_sent(cookie);
   }
-  if (!alive.expired() && !closed_ && was_full_ && out_.size() < kMaxQueuedFrames) {
+  if (!alive.expired() && !closed_ && was_full_ && has_capacity()) {
     was_full_ = false;
     sink_->on_writable();
   }

@@ -61,6 +61,7 @@ class TcpEndpoint final : public Endpoint {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   std::deque<OutFrame> out_;
+  std::size_t queued_bytes_ = 0;  // header and payload bytes in out_ not yet written
 
   enum class ReadState { header, payload };
   ReadState rstate_ = ReadState::header;
