@@ -20,6 +20,7 @@ Skipped, with the reason, when the tictac extension is not built.
 
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -179,6 +180,22 @@ def entry_batch(rank):
     import torch.distributed as dist
     n = len(SIZES)
     _tt.set_priorities(None, {100 + i: n - i for i in range(n)})
+    # misuse is a clear error; an empty batch is one completed Work
+    pg = dist.group.WORLD
+    try:
+        pg._end_coalescing(torch.device("cpu"))
+    except RuntimeError as e:
+        assert "startCoalescing first" in str(e), e
+    else:
+        raise AssertionError("endCoalescing without startCoalescing did not raise")
+    pg._start_coalescing(torch.device("cpu"))
+    try:
+        pg._start_coalescing(torch.device("cpu"))
+    except RuntimeError as e:
+        assert "already coalescing" in str(e), e
+    else:
+        raise AssertionError("a nested startCoalescing did not raise")
+    assert pg._end_coalescing(torch.device("cpu")).wait()
     if rank == 0:
         dist.recv(torch.zeros(1), 1, tag=99)
         ops = [dist.P2POp(dist.isend, torch.full((k,), float(i)), 1, tag=100 + i) for i, k in enumerate(SIZES)]
@@ -200,6 +217,9 @@ def entry_batch(rank):
     dist.send(torch.zeros(1), 0, tag=99)
     for w in futs:
         w.wait()
+    deadline = time.monotonic() + 10      # Work.wait returns before the future's callbacks ran
+    while len(seen) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
     ok = all(bool((b == float(i)).all()) for i, b in enumerate(bufs))
     return {"order": list(seen), "ok": ok}
 
