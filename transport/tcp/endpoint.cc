@@ -22,7 +22,8 @@ constexpr std::size_t kScratchBytes = 64 << 10;
 // socket (which itself holds at most TICTAC_TCP_NOTSENT_LOWAT unsent bytes): together they bound
 // how far a newly queued high-priority chunk lands behind data already handed over.
 constexpr std::size_t kQueuedBytesLowWater = 128 << 10;
-constexpr int kLingerMs = 200;  // graceful close: longest wait for the peer's acknowledgement
+constexpr int kLingerMs = 200;      // graceful close: longest wait (see linger())
+constexpr int kLingerQuietMs = 20;  // ... and how long the peer must have been quiet
 }  // namespace
 
 TcpEndpoint::TcpEndpoint(ProgressEngine& engine, int fd)
@@ -91,21 +92,26 @@ void TcpEndpoint::close() {
 
 void TcpEndpoint::linger(int fd) {
   // Closing a socket that still holds unread input makes the kernel answer with a RST, and a RST
-  // throws away our own bytes not yet transmitted: the peer would lose our last frames (say, the
-  // final barrier message of a process that exits right after it). So: FIN after our data, then
-  // read and drop the peer's input until our bytes are acknowledged or the peer closes too,
-  // bounded by kLingerMs (the loop thread waits at most that long, and only on a close).
+  // makes the peer lose what it had not read yet of ours (say, the final barrier message of a
+  // process that exits right after it). So: FIN after our data, then read and drop the peer's
+  // input until it closes too, or our bytes are acknowledged and the peer has been quiet for
+  // kLingerQuietMs (frames it sent just before seeing our FIN, e.g. an ADVERT for a receive it
+  // posted, arrive within that), bounded by kLingerMs: the loop thread waits at most that long,
+  // and only on a close.
   ::shutdown(fd, SHUT_WR);
-  const auto deadline = Clock::now() + std::chrono::milliseconds(kLingerMs);
+  const auto start = Clock::now();
+  const auto deadline = start + std::chrono::milliseconds(kLingerMs);
+  auto last_input = start;
   std::byte sink[4096];
   while (true) {
     ssize_t r;
-    while ((r = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT)) > 0) {
-    }
+    while ((r = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT)) > 0) last_input = Clock::now();
     if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return;  // peer closed / error
     int unacked = 0;
-    if (::ioctl(fd, SIOCOUTQ, &unacked) != 0 || unacked == 0) return;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (::ioctl(fd, SIOCOUTQ, &unacked) != 0) return;
+    const auto now = Clock::now();
+    if (unacked == 0 && now - last_input >= std::chrono::milliseconds(kLingerQuietMs)) return;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
     if (left <= 0) return;
     pollfd p{fd, POLLIN, 0};
     (void)::poll(&p, 1, static_cast<int>(std::min<long long>(left, 5)));
