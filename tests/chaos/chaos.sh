@@ -8,7 +8,7 @@
 #   chaos.sh CHAOS_PEER [transfer|partition|all]
 #
 # transfer:  1% loss, 5 ms +- 2 ms delay and 25% reordering; 10^4 transfers of random sizes
-#            (1..16 KiB), random priorities, 16 tags: byte-exact delivery and per-(source, tag)
+#            (1..8 KiB), random priorities, 16 tags: byte-exact delivery and per-(source, tag)
 #            order (chaos_peer checks every byte of every message in posting order).
 # partition: a transfer in progress, then 100% loss both ways: every pending request on both sides
 #            fails with connection_lost naming the peer within TICTAC_TIMEOUT (3 s here) + 1 s;
@@ -63,10 +63,10 @@ run_transfer() {
   echo "== transfer: 1% loss, 5ms +- 2ms delay, 25% reorder; 10000 transfers"
   netem delay 5ms 2ms loss 1% reorder 25% 50%
   local port=$((20000 + RANDOM % 20000)) t0=$SECONDS
-  timeout 150 ip netns exec "$ns_a" "$peer" recv --listen "tcp://$ip_a:$port" --count 10000 --seed 7 \
+  timeout 150 ip netns exec "$ns_a" "$peer" recv --listen "tcp://$ip_a:$port" --count 10000 --seed 7 --max-bytes 8192 \
     >"$work/recv.log" 2>&1 & local rpid=$!
   sleep 0.3
-  timeout 150 ip netns exec "$ns_b" "$peer" send --connect "tcp://$ip_a:$port" --count 10000 --seed 7 \
+  timeout 150 ip netns exec "$ns_b" "$peer" send --connect "tcp://$ip_a:$port" --count 10000 --seed 7 --max-bytes 8192 \
     >"$work/send.log" 2>&1 & local spid=$!
   local rs=0 ss=0
   wait $spid || ss=$?
