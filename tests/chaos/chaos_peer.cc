@@ -1,8 +1,9 @@
 // chaos_peer: one side of a chaos-suite transfer (tests/chaos/chaos.sh runs two of them in
 // network namespaces joined by a veth pair with tc netem on it).
 //
-//   chaos_peer recv --listen tcp://IP:PORT --count N [--tags T] [--seed S] [--max-bytes B] [--expect-lost]
-//   chaos_peer send --connect tcp://IP:PORT --count N [--tags T] [--seed S] [--max-bytes B]
+//   chaos_peer recv --listen tcp://IP:PORT --count N [--tags T] [--seed S] [--max-bytes B]
+//   [--expect-lost] chaos_peer send --connect tcp://IP:PORT --count N [--tags T] [--seed S]
+//   [--max-bytes B]
 //                   [--partition-after K --partition-file F]
 //
 // Message i (0..N-1) has tag i % T, a random priority in 0..7 and a random size in 1..B, and its
@@ -48,8 +49,12 @@ std::uint64_t mix(std::uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
-std::uint64_t size_of(const Flags& f, std::uint64_t i) { return 1 + mix(f.seed * 1000003 + i) % f.max_bytes; }
-Priority priority_of(const Flags& f, std::uint64_t i) { return static_cast<Priority>(mix(f.seed + 7 * i) % 8); }
+std::uint64_t size_of(const Flags& f, std::uint64_t i) {
+  return 1 + mix(f.seed * 1000003 + i) % f.max_bytes;
+}
+Priority priority_of(const Flags& f, std::uint64_t i) {
+  return static_cast<Priority>(mix(f.seed + 7 * i) % 8);
+}
 void fill(const Flags& f, std::uint64_t i, std::vector<std::byte>& out) {
   out.resize(size_of(f, i));
   std::uint64_t x = mix(f.seed ^ (i << 20));
@@ -65,18 +70,27 @@ bool parse(int argc, char** argv, Flags& f) {
   for (int i = 2; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (a == "--listen" || a == "--connect") f.address = next();
-    else if (a == "--count") f.count = std::stoull(next());
-    else if (a == "--tags") f.tags = std::stoull(next());
-    else if (a == "--seed") f.seed = std::stoull(next());
-    else if (a == "--max-bytes") f.max_bytes = std::stoull(next());
-    else if (a == "--partition-after") f.partition_after = std::stoull(next());
-    else if (a == "--partition-file") f.partition_file = next();
-    else if (a == "--expect-lost") f.expect_lost = true;
-    else return false;
+    if (a == "--listen" || a == "--connect")
+      f.address = next();
+    else if (a == "--count")
+      f.count = std::stoull(next());
+    else if (a == "--tags")
+      f.tags = std::stoull(next());
+    else if (a == "--seed")
+      f.seed = std::stoull(next());
+    else if (a == "--max-bytes")
+      f.max_bytes = std::stoull(next());
+    else if (a == "--partition-after")
+      f.partition_after = std::stoull(next());
+    else if (a == "--partition-file")
+      f.partition_file = next();
+    else if (a == "--expect-lost")
+      f.expect_lost = true;
+    else
+      return false;
   }
-  return (f.mode == "send" || f.mode == "recv") && !f.address.empty() && f.count > 0 && f.tags > 0 &&
-         f.max_bytes > 0;
+  return (f.mode == "send" || f.mode == "recv") && !f.address.empty() && f.count > 0 &&
+         f.tags > 0 && f.max_bytes > 0;
 }
 
 // Counts completions; wait() returns when all are in or the deadline passes.
@@ -92,7 +106,8 @@ struct Tally {
     last = Clock::now();
     if (st.ok()) {
       ++ok;
-    } else if (st.code() == StatusCode::connection_lost && st.to_string().find(peer_hint) != std::string::npos) {
+    } else if (st.code() == StatusCode::connection_lost &&
+               st.to_string().find(peer_hint) != std::string::npos) {
       ++lost;
     } else if (first_error.empty()) {
       first_error = st.to_string();
@@ -148,7 +163,9 @@ int run(const Flags& f) {
   for (std::uint64_t i = 0; i < f.count; ++i) {
     if (f.mode == "send") {
       (*ctx)->send(peer, i % f.tags, regions[i], 0, bufs[i].size(), priority_of(f, i),
-                   [&tally, &peer_hint](const Status& st, std::uint64_t, PeerId) { tally.add(st, peer_hint); });
+                   [&tally, &peer_hint](const Status& st, std::uint64_t, PeerId) {
+                     tally.add(st, peer_hint);
+                   });
     } else {
       (*ctx)->recv(peer, i % f.tags, regions[i], 0, bufs[i].size(),
                    [&, i](const Status& st, std::uint64_t n, PeerId) {
@@ -157,7 +174,8 @@ int run(const Flags& f) {
                        fill(f, i, want);
                        if (n != want.size() || std::memcmp(bufs[i].data(), want.data(), n) != 0) {
                          std::uint64_t cur = corrupt.load();
-                         while (i < cur && !corrupt.compare_exchange_weak(cur, i)) {}
+                         while (i < cur && !corrupt.compare_exchange_weak(cur, i)) {
+                         }
                        }
                      }
                      tally.add(st, peer_hint);
@@ -170,14 +188,17 @@ int run(const Flags& f) {
     t_partition = Clock::now();
     std::cout << "partition requested after " << f.partition_after << " completions" << std::endl;
   }
-  const bool all = tally.wait(f.count, f.partition_after > 0 ? timeout + std::chrono::seconds(10) : std::chrono::seconds(600));
+  const bool all = tally.wait(f.count, f.partition_after > 0 ? timeout + std::chrono::seconds(10)
+                                                             : std::chrono::seconds(600));
   const double secs = std::chrono::duration<double>(Clock::now() - t_start).count();
   std::lock_guard lk(tally.mu);
-  std::cout << f.mode << ": " << tally.ok << " ok, " << tally.lost << " connection_lost naming the peer, "
-            << (tally.done - tally.ok - tally.lost) << " other, of " << f.count << " in " << secs << " s" << std::endl;
+  std::cout << f.mode << ": " << tally.ok << " ok, " << tally.lost
+            << " connection_lost naming the peer, " << (tally.done - tally.ok - tally.lost)
+            << " other, of " << f.count << " in " << secs << " s" << std::endl;
   int rc = 0;
   if (!all) {
-    std::cout << "FAIL: " << (f.count - tally.done) << " requests never completed (hung)" << std::endl;
+    std::cout << "FAIL: " << (f.count - tally.done) << " requests never completed (hung)"
+              << std::endl;
     rc = 1;
   }
   if (!tally.first_error.empty()) {
@@ -195,8 +216,10 @@ int run(const Flags& f) {
       rc = 1;
     }
     if (f.partition_after > 0) {
-      const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(tally.last - t_partition);
-      std::cout << "last failure " << took.count() << " ms after the partition (limit TICTAC_TIMEOUT + 1 s = "
+      const auto took =
+          std::chrono::duration_cast<std::chrono::milliseconds>(tally.last - t_partition);
+      std::cout << "last failure " << took.count()
+                << " ms after the partition (limit TICTAC_TIMEOUT + 1 s = "
                 << (timeout + std::chrono::seconds(1)).count() << " ms)" << std::endl;
       if (took > timeout + std::chrono::seconds(1)) rc = 1;
     }
@@ -214,7 +237,8 @@ int main(int argc, char** argv) {
   Flags f;
   if (!parse(argc, argv, f)) {
     std::cerr << "usage: chaos_peer recv --listen A --count N | send --connect A --count N "
-                 "[--tags T] [--seed S] [--max-bytes B] [--partition-after K --partition-file F] [--expect-lost]\n";
+                 "[--tags T] [--seed S] [--max-bytes B] [--partition-after K --partition-file F] "
+                 "[--expect-lost]\n";
     return 2;
   }
   return run(f);

@@ -45,8 +45,8 @@ QpInfo client_info(std::uint32_t slot_bytes, std::uint32_t ring_slots = 2) {
 
 // What the raw client does on the side channel.
 struct ClientPlan {
-  bool authenticate = true;              // false: sends the QpInfo at once (no handshake)
-  std::optional<std::string> token;      // its token when it authenticates
+  bool authenticate = true;          // false: sends the QpInfo at once (no handshake)
+  std::optional<std::string> token;  // its token when it authenticates
   QpInfo info = client_info(4096);
 };
 
@@ -56,13 +56,14 @@ class Admission : public ::testing::Test {
 
   void start_acceptor(const VerbsConfig& config) {
     backend_.reset();
-    engine_ = std::move(transport::ProgressEngine::create(transport::ProgressEngine::Mode::manual)).value();
+    engine_ = std::move(transport::ProgressEngine::create(transport::ProgressEngine::Mode::manual))
+                  .value();
     backend_ = create(fabric_.api(), config);
     backend_->set_auth_token(kToken);
     ASSERT_TRUE(backend_->attach(*engine_).ok());
-    Result<std::string> addr = backend_->listen("127.0.0.1:0", [this](std::unique_ptr<transport::Endpoint> ep) {
-      accepted_.push_back(std::move(ep));
-    });
+    Result<std::string> addr = backend_->listen(
+        "127.0.0.1:0",
+        [this](std::unique_ptr<transport::Endpoint> ep) { accepted_.push_back(std::move(ep)); });
     ASSERT_TRUE(addr.ok()) << addr.status().to_string();
     address_ = addr->substr(8);
   }
@@ -89,21 +90,25 @@ class Admission : public ::testing::Test {
         return;
       }
       std::vector<std::byte> leftover;
-      if (plan.authenticate) auth_error = blocking_side_auth(fd, auth::Role::initiator, plan.token, &leftover);
+      if (plan.authenticate)
+        auth_error = blocking_side_auth(fd, auth::Role::initiator, plan.token, &leftover);
       if (auth_error.empty()) {
         const auto bytes = encode(plan.info);
         (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
         timeval tv{5, 0};
         ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         std::byte answer[kQpInfoBytes];
-        (void)::recv(fd, answer, sizeof answer, MSG_WAITALL);  // the acceptor's QpInfo, or its close
+        (void)::recv(fd, answer, sizeof answer,
+                     MSG_WAITALL);  // the acceptor's QpInfo, or its close
       }
       ::close(fd);
       done = true;
     });
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-    while (!done && std::chrono::steady_clock::now() < deadline) engine_->progress(std::chrono::milliseconds(1));
-    for (int i = 0; i < 50; ++i) engine_->progress(std::chrono::milliseconds(1));  // let the acceptor finish
+    while (!done && std::chrono::steady_clock::now() < deadline)
+      engine_->progress(std::chrono::milliseconds(1));
+    for (int i = 0; i < 50; ++i)
+      engine_->progress(std::chrono::milliseconds(1));  // let the acceptor finish
     client.join();
     EXPECT_TRUE(done.load()) << "the client hung";
     return auth_error;
@@ -141,7 +146,8 @@ TEST_F(Admission, ClientWithoutTokenIsRefusedAndCostsNothing) {
 
 TEST_F(Admission, ClientWithAWrongTokenIsRefusedAndCostsNothing) {
   const Cost before = cost_of(fabric_);
-  const std::string why = run_client(ClientPlan{true, std::string("a-different-token-0123456789"), client_info(4096)});
+  const std::string why =
+      run_client(ClientPlan{true, std::string("a-different-token-0123456789"), client_info(4096)});
   EXPECT_NE(why, "");
   const Cost after = cost_of(fabric_);
   EXPECT_EQ(after.mrs, before.mrs);
@@ -171,7 +177,8 @@ TEST_F(Admission, CounterCheckAnAuthenticatedInLimitPeerDoesRegister) {
 
 TEST_F(Admission, OversizedSlotIsRefusedBeforeAnyRegistration) {
   const Cost before = cost_of(fabric_);
-  EXPECT_EQ(run_client(ClientPlan{true, kToken, client_info(8u << 20)}), "");  // 8 MiB > 1 MiB default
+  EXPECT_EQ(run_client(ClientPlan{true, kToken, client_info(8u << 20)}),
+            "");  // 8 MiB > 1 MiB default
   const Cost after = cost_of(fabric_);
   EXPECT_EQ(after.mrs, before.mrs);
   EXPECT_EQ(after.bytes, before.bytes);
@@ -201,10 +208,12 @@ TEST(PeerLimits, ErrorsNameTheVariableAndTheValue) {
   VerbsConfig c;
   Status st = check_peer_limits(client_info(8u << 20), c);
   EXPECT_EQ(st.code(), StatusCode::resource_exhausted);
-  EXPECT_NE(st.message().find("TICTAC_VERBS_MAX_PEER_SLOT_BYTES"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.message().find("TICTAC_VERBS_MAX_PEER_SLOT_BYTES"), std::string::npos)
+      << st.to_string();
   EXPECT_NE(st.message().find(std::to_string(8u << 20)), std::string::npos) << st.to_string();
   st = check_peer_limits(client_info(4096, 2048), c);
-  EXPECT_NE(st.message().find("TICTAC_VERBS_MAX_PEER_RING_SLOTS"), std::string::npos) << st.to_string();
+  EXPECT_NE(st.message().find("TICTAC_VERBS_MAX_PEER_RING_SLOTS"), std::string::npos)
+      << st.to_string();
   // The limits never refuse a peer configured like this side.
   c.slot_bytes = 4u << 20;
   c.ring_slots = 2048;

@@ -1,11 +1,11 @@
 #include "transport/verbs/backend/side_auth.h"
 
-#include "transport/verbs/backend/qp_info.h"
-
 #include <openssl/crypto.h>
 
 #include <cstdint>
 #include <span>
+
+#include "transport/verbs/backend/qp_info.h"
 
 namespace tictac::verbs {
 
