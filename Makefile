@@ -33,10 +33,16 @@ asan: deps
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C build-asan --print-errorlogs --num-processes $(JOBS) --no-suite fuzz --no-suite python; \
 	  status=$$?; scripts/test_summary.py build-asan && exit $$status
 
+# ThreadSanitizer on the suites that exercise our own threads (docs/architecture.md, "Sanitizers
+# in CI"): unit, verbs, conformance, multiproc. Not under TSan: ucx and cuda (uninstrumented
+# third-party threads), cli and bench-smoke (the same libraries, driven from one thread), fuzz,
+# python. Suppressions (third-party code only, each justified): tests/tsan.supp.
+TSAN_SUITES ?= --suite unit --suite verbs --suite conformance --suite multiproc
 tsan: deps
 	[ -f build-tsan/build.ninja ] || meson setup build-tsan -Dtorch=disabled -Dtensorflow=disabled -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized
 	ninja -C build-tsan -j $(JOBS)
-	meson test -C build-tsan --print-errorlogs --num-processes $(JOBS) --no-suite fuzz --no-suite python; \
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp \
+	  meson test -C build-tsan --print-errorlogs --num-processes $(JOBS) $(TSAN_SUITES); \
 	  status=$$?; scripts/test_summary.py build-tsan && exit $$status
 
 format:

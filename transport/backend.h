@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -108,6 +109,11 @@ class Backend {
   // Any thread; cheap. Not viable = the Context skips this backend and says why in `tictac info`.
   virtual Viability viability() const = 0;
   virtual Capabilities capabilities() const = 0;
+  // Before attach(): the job's shared token (validated; nullopt = none), for a backend that
+  // authenticates on its own channel before it commits resources to a peer (verbs: before it
+  // registers memory). The Context passes what it resolved (ContextOptions or
+  // TICTAC_AUTH_TOKEN); the default ignores it (tcp/loopback authenticate in the Connection).
+  virtual void set_auth_token(const std::optional<std::string>& token) { (void)token; }
 
   // --- loop thread of `engine` only ---
   // Called once before any other loop call.

@@ -54,6 +54,7 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
   Result<std::unique_ptr<ProgressEngine>> engine = ProgressEngine::create(options.mode);
   TICTAC_RETURN_IF_ERROR(engine);
 
+  for (const auto& b : options.backends) b->set_auth_token(auth_token);  // before Core attaches them
   std::unique_ptr<Context> ctx(new Context(config, name, std::move(engine).value()));
   ctx->cuda_ = std::make_unique<CudaDevices>(options.cuda_api);
   for (const auto& b : options.backends) {

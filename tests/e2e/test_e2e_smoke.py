@@ -21,7 +21,8 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 def _extension_missing():
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    r = subprocess.run([sys.executable, "-c", "import tictac.torch"], env=env, capture_output=True, text=True)
+    code = "import sys, tictac.torch; sys.exit(0 if tictac.torch.available() else str(tictac.torch._C_ERROR))"
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     return None if r.returncode == 0 else (r.stderr.strip().splitlines() or ["import failed"])[-1]
 
 

@@ -6,6 +6,8 @@
 #include <chrono>
 
 #include "common/log.h"
+#include "transport/auth/handshake.h"
+#include "transport/auth/token.h"
 #include "transport/bootstrap/socket_io.h"
 
 namespace tictac::bootstrap {
@@ -22,9 +24,51 @@ Status answer_status(const wire::Response& r, const std::string& peer) {
 
 }  // namespace
 
+Status TcpStore::authenticate(const std::optional<std::string>& token) {
+  const std::string& peer = peer_;
+  auth::HandshakeConfig config;
+  config.role = auth::Role::initiator;
+  config.token = token;
+  config.protocol_version = wire::kVersion;
+  config.peer = "tcp store server " + peer;
+  Result<auth::Handshake> hs = auth::Handshake::start(std::move(config));
+  TICTAC_RETURN_IF_ERROR(hs);
+  while (!hs->done()) {
+    wire::Request req;
+    req.op = wire::Op::auth;
+    const auth::Bytes out = hs->take_output();
+    req.value.assign(out.begin(), out.end());
+    Result<wire::Response> r = call(req, Millis(0));
+    if (!r.ok()) return r.status();
+    TICTAC_RETURN_IF_ERROR(answer_status(*r, peer));
+    Result<std::size_t> used = hs->feed(r->value);
+    if (!used.ok()) {
+      const auth::Bytes refusal = hs->take_output();  // tell the server why (best effort)
+      if (!refusal.empty()) {
+        req.value.assign(refusal.begin(), refusal.end());
+        (void)call(req, Millis(0));
+      }
+      return Status(used.status().code(), "tcp store: " + used.status().message(), peer);
+    }
+  }
+  return Status::Ok();
+}
+
+Result<std::optional<std::string>> resolve_store_token(const std::optional<std::string>& option,
+                                                       const char* source) {
+  if (option) {
+    if (option->empty()) return std::optional<std::string>();
+    TICTAC_RETURN_IF_ERROR(auth::validate_token(*option, source));
+    return option;
+  }
+  return auth::kAuthToken.get();
+}
+
 Result<std::unique_ptr<TcpStore>> TcpStore::connect(const std::string& host, std::uint16_t port,
                                                     TcpStoreOptions options) {
   const std::string peer = host + ":" + std::to_string(port);
+  Result<std::optional<std::string>> token = resolve_store_token(options.auth_token, "TcpStoreOptions::auth_token");
+  TICTAC_RETURN_IF_ERROR(token);
   Result<int> fd = io::connect_until(host, port, Clock::now() + options.connect_timeout);
   if (!fd.ok()) return fd.status();
   auto store = std::unique_ptr<TcpStore>(new TcpStore(*fd, peer, options));
@@ -33,7 +77,8 @@ Result<std::unique_ptr<TcpStore>> TcpStore::connect(const std::string& host, std
   Result<wire::Response> r = store->call(hello, Millis(0));
   if (!r.ok()) return r.status();
   TICTAC_RETURN_IF_ERROR(answer_status(*r, peer));
-  TICTAC_LOG(debug) << "tcp store client connected to " << peer;
+  TICTAC_RETURN_IF_ERROR(store->authenticate(*token));
+  TICTAC_LOG(debug) << "tcp store client connected to " << peer << (token->has_value() ? " (authenticated)" : "");
   return store;
 }
 

@@ -2,7 +2,10 @@
 //
 // Contract:
 // - connect() retries refused connections with backoff until `connect_timeout` (the server may
-//   start later than its clients), then exchanges a hello that checks magic and protocol version.
+//   start later than its clients), then exchanges a hello that checks magic and protocol version,
+//   then authenticates with transport/auth's handshake (TICTAC_AUTH_TOKEN, or
+//   TcpStoreOptions::auth_token; the server must hold the same token). A refusal is a
+//   protocol_error naming the cause (token on one side only, different tokens).
 // - Thread-safe: calls on one TcpStore are serialised on one connection (a thread blocked in
 //   get()/wait() delays other threads' calls on the same object; give each thread its own
 //   TcpStore when that matters).
@@ -15,6 +18,7 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "transport/bootstrap/store.h"
@@ -25,7 +29,14 @@ namespace tictac::bootstrap {
 struct TcpStoreOptions {
   Millis connect_timeout{30000};
   Millis io_timeout{30000};
+  // nullopt: TICTAC_AUTH_TOKEN (unset = no token); "": no token whatever the environment says.
+  std::optional<std::string> auth_token;
 };
+
+// The token a store endpoint uses: `option` when set ("" = none), else TICTAC_AUTH_TOKEN;
+// invalid_argument naming `source` or the variable when it is too short or too long.
+Result<std::optional<std::string>> resolve_store_token(const std::optional<std::string>& option,
+                                                       const char* source);
 
 class TcpStore final : public Store {
  public:
@@ -45,6 +56,8 @@ class TcpStore final : public Store {
  private:
   TcpStore(int fd, std::string peer, TcpStoreOptions options)
       : fd_(fd), peer_(std::move(peer)), options_(options) {}
+  // The auth step after hello: one auth request per handshake step until it passed.
+  Status authenticate(const std::optional<std::string>& token);
   // One request/response exchange; a non-ok Result is a broken connection, a Response with a
   // non-ok code is the server's answer (e.g. timeout).
   Result<wire::Response> call(const wire::Request& request, Millis server_wait);

@@ -102,6 +102,7 @@ const char* op_name(Op op) {
     case Op::get: return "get";
     case Op::wait: return "wait";
     case Op::add: return "add";
+    case Op::auth: return "auth";
   }
   return "unknown";
 }
@@ -131,6 +132,9 @@ Bytes encode_request(const Request& r) {
       w.str(r.key);
       w.i64(r.delta);
       break;
+    case Op::auth:
+      w.bytes(r.value.data(), r.value.size());
+      break;
   }
   return w.finish();
 }
@@ -140,7 +144,7 @@ Bytes encode_response(Op op, const Response& r) {
   w.u8(static_cast<std::uint8_t>(r.code));
   if (r.code != StatusCode::ok) {
     w.str(r.message);
-  } else if (op == Op::get) {
+  } else if (op == Op::get || op == Op::auth) {
     w.bytes(r.value.data(), r.value.size());
   } else if (op == Op::add) {
     w.i64(r.number);
@@ -164,7 +168,7 @@ Result<Request> decode_request(std::span<const std::uint8_t> body) {
   Reader in(body);
   Request r;
   const std::uint8_t op = in.u8("op");
-  if (op < static_cast<std::uint8_t>(Op::hello) || op > static_cast<std::uint8_t>(Op::add)) {
+  if (op < static_cast<std::uint8_t>(Op::hello) || op > static_cast<std::uint8_t>(Op::auth)) {
     return bad_frame("request", "unknown op " + std::to_string(op));
   }
   r.op = static_cast<Op>(op);
@@ -196,6 +200,11 @@ Result<Request> decode_request(std::span<const std::uint8_t> body) {
       r.key = in.key("key");
       r.delta = in.i64("delta");
       break;
+    case Op::auth: {
+      auto v = in.blob("handshake bytes", kMaxAuthBytes);
+      r.value.assign(v.begin(), v.end());
+      break;
+    }
   }
   in.expect_end();
   if (!in.ok()) return bad_frame(std::string(op_name(r.op)) + " request", in.error());
@@ -213,6 +222,9 @@ Result<Response> decode_response(Op op, std::span<const std::uint8_t> body) {
   if (r.code != StatusCode::ok) {
     auto m = in.blob("message", 64 * 1024);
     r.message.assign(m.begin(), m.end());
+  } else if (op == Op::auth) {
+    auto v = in.blob("handshake bytes", kMaxAuthBytes);
+    r.value.assign(v.begin(), v.end());
   } else if (op == Op::get) {
     auto v = in.blob("value", kMaxValueBytes);
     r.value.assign(v.begin(), v.end());

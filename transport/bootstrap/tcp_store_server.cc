@@ -16,7 +16,11 @@
 #include <map>
 #include <optional>
 
+#include <openssl/crypto.h>
+
 #include "common/log.h"
+#include "transport/auth/handshake.h"
+#include "transport/bootstrap/tcp_store.h"
 #include "transport/bootstrap/socket_io.h"
 #include "transport/bootstrap/store.h"
 #include "transport/bootstrap/tcp_store_protocol.h"
@@ -42,6 +46,9 @@ struct Client {
   Bytes out;
   std::size_t out_pos = 0;
   bool greeted = false;
+  bool authenticated = false;
+  std::optional<auth::Handshake> handshake;  // from hello until it passed
+  Clock::time_point handshake_deadline;
   bool dead = false;
   std::optional<Waiter> waiter;
 
@@ -96,6 +103,7 @@ class TcpStoreServer::Loop {
       }
       serve_all();
       expire_waiters();
+      expire_handshakes();
       clients_.remove_if([](const Client& c) {
         if (c.dead) ::close(c.fd);
         return c.dead;
@@ -110,8 +118,9 @@ class TcpStoreServer::Loop {
     int best = -1;
     const auto now = Clock::now();
     for (const Client& c : clients_) {
-      if (!c.waiter) continue;
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(c.waiter->deadline - now).count();
+      if (!c.waiter && c.authenticated) continue;
+      const auto until = c.authenticated ? c.waiter->deadline : c.handshake_deadline;
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - now).count();
       const int ms = static_cast<int>(std::clamp<long long>(left + 1, 0, 60'000));
       best = best < 0 ? ms : std::min(best, ms);
     }
@@ -141,6 +150,7 @@ class TcpStoreServer::Loop {
       Client c;
       c.fd = fd;
       c.peer = peer_name(ss);
+      c.handshake_deadline = Clock::now() + owner_.options_.handshake_timeout;
       clients_.push_back(std::move(c));
     }
   }
@@ -220,6 +230,11 @@ class TcpStoreServer::Loop {
       protocol_error(c, len.status().message());
       return false;
     }
+    if (!c.authenticated && *len > wire::kMaxPreAuthFrameBodyBytes) {
+      protocol_error(c, "tcp store: a frame of " + std::to_string(*len) + " bytes before authentication (at most " +
+                            std::to_string(wire::kMaxPreAuthFrameBodyBytes) + ")");
+      return false;
+    }
     const std::size_t total = wire::kLengthPrefixBytes + *len;
     if (c.in.size() < total) return false;
     Result<wire::Request> req =
@@ -244,14 +259,21 @@ class TcpStoreServer::Loop {
                               ", this server speaks version " + std::to_string(wire::kVersion) +
                               "; use the same TicTac build on all ranks");
       } else {
-        c.greeted = true;
-        respond(c, req.op, wire::Response{});
+        start_handshake(c);
+        if (!c.dead) respond(c, req.op, wire::Response{});
       }
+      return;
+    }
+    if (!c.authenticated) {
+      handle_auth(c, req);
       return;
     }
     switch (req.op) {
       case wire::Op::hello:
         protocol_error(c, "tcp store: hello sent twice");
+        return;
+      case wire::Op::auth:
+        protocol_error(c, "tcp store: auth sent after the handshake passed");
         return;
       case wire::Op::set:
         values_.insert_or_assign(std::move(req.key), std::move(req.value));
@@ -270,6 +292,61 @@ class TcpStoreServer::Loop {
       case wire::Op::add:
         handle_add(c, req);
         return;
+    }
+  }
+
+  void start_handshake(Client& c) {
+    auth::HandshakeConfig config;
+    config.role = auth::Role::acceptor;
+    config.token = owner_.options_.auth_token;
+    config.protocol_version = wire::kVersion;
+    config.peer = "tcp store client " + c.peer;
+    Result<auth::Handshake> hs = auth::Handshake::start(std::move(config));
+    if (!hs.ok()) {
+      refuse(c, hs.status().to_string());
+      return;
+    }
+    c.greeted = true;
+    c.handshake.emplace(std::move(hs).value());
+  }
+
+  // One handshake step: feeds the client's bytes, answers with this side's (a refusal included).
+  void handle_auth(Client& c, const wire::Request& req) {
+    if (req.op != wire::Op::auth) {
+      protocol_error(c, std::string("tcp store: ") + wire::op_name(req.op) +
+                            " before authentication (the client skipped the auth step: an older TicTac?)");
+      return;
+    }
+    Result<std::size_t> used = c.handshake->feed(req.value);
+    wire::Response r;
+    const auth::Bytes out = c.handshake->take_output();
+    r.value.assign(out.begin(), out.end());
+    if (used.ok() && *used != req.value.size()) {
+      used = Status(StatusCode::protocol_error, "bytes after the handshake's last message");
+    }
+    respond(c, wire::Op::auth, r);
+    if (!used.ok()) {
+      refuse(c, used.status().message());
+      return;
+    }
+    if (c.handshake->done()) {
+      c.authenticated = true;
+      c.handshake.reset();
+    }
+  }
+
+  void refuse(Client& c, const std::string& why) {
+    owner_.auth_failures_.fetch_add(1);
+    TICTAC_LOG(warn) << "tcp store server: refused client " << c.peer << ": " << why;
+    c.dead = true;
+  }
+
+  void expire_handshakes() {
+    const auto now = Clock::now();
+    for (Client& c : clients_) {
+      if (c.dead || c.authenticated || c.handshake_deadline > now) continue;
+      refuse(c, "it did not finish hello and the auth handshake within " +
+                    std::to_string(owner_.options_.handshake_timeout.count()) + " ms");
     }
   }
 
@@ -328,6 +405,9 @@ class TcpStoreServer::Loop {
 };
 
 Result<std::unique_ptr<TcpStoreServer>> TcpStoreServer::start(TcpStoreServerOptions options) {
+  Result<std::optional<std::string>> token = resolve_store_token(options.auth_token, "TcpStoreServerOptions::auth_token");
+  if (!token.ok()) return token.status();
+  options.auth_token = std::move(token).value();
   Result<int> fd = io::listen_on(options.host, options.port, 512);
   if (!fd.ok()) return fd.status().with_context("tcp store server");
   Result<std::uint16_t> port = io::local_port(*fd);
@@ -352,6 +432,9 @@ TcpStoreServer::TcpStoreServer(TcpStoreServerOptions options, int listen_fd, int
 TcpStoreServer::~TcpStoreServer() {
   stop();
   ::close(wake_fd_);
+  if (options_.auth_token && !options_.auth_token->empty()) {
+    OPENSSL_cleanse(options_.auth_token->data(), options_.auth_token->size());
+  }
 }
 
 void TcpStoreServer::stop() {

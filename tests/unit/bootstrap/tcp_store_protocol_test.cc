@@ -6,6 +6,7 @@
 
 #include "tests/unit/bootstrap/store_fixture.h"
 #include "transport/bootstrap/socket_io.h"
+#include "transport/auth/handshake.h"
 #include "transport/bootstrap/tcp_store_protocol.h"
 
 namespace tictac::bootstrap {
@@ -131,6 +132,29 @@ class RawClient {
 
 Bytes hello_frame() { return w::encode_request(w::Request{}); }
 
+// The auth step as a client does it, on a raw connection; "" when it passed, else the reason.
+std::string raw_authenticate(RawClient& raw, const std::optional<std::string>& token) {
+  auth::HandshakeConfig config;
+  config.role = auth::Role::initiator;
+  config.token = token;
+  config.protocol_version = w::kVersion;
+  Result<auth::Handshake> hs = auth::Handshake::start(std::move(config));
+  if (!hs.ok()) return hs.status().to_string();
+  while (!hs->done()) {
+    w::Request req;
+    req.op = w::Op::auth;
+    const auth::Bytes out = hs->take_output();
+    req.value.assign(out.begin(), out.end());
+    if (!raw.send(w::encode_request(req))) return "send failed";
+    Result<w::Response> r = raw.response(w::Op::auth);
+    if (!r.ok()) return r.status().to_string();
+    if (r->code != StatusCode::ok) return r->message;
+    Result<std::size_t> used = hs->feed(r->value);
+    if (!used.ok()) return used.status().to_string();
+  }
+  return "";
+}
+
 Bytes raw_frame(std::initializer_list<std::uint8_t> body) {
   const auto n = static_cast<std::uint32_t>(body.size());
   Bytes out(w::kLengthPrefixBytes + body.size());
@@ -190,6 +214,7 @@ TEST(TcpStoreServer, ClientThatVanishesMidWaitDoesNotDisturbOthers) {
     RawClient raw(world.server()->port());
     ASSERT_TRUE(raw.send(hello_frame()));
     ASSERT_TRUE(raw.response(w::Op::hello).ok());
+    ASSERT_EQ(raw_authenticate(raw, std::nullopt), "");
     w::Request wait;
     wait.op = w::Op::wait;
     wait.timeout_ms = 60'000;
@@ -258,6 +283,137 @@ TEST(TcpStoreServer, BadListenAddressIsUnavailable) {
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().code(), StatusCode::unavailable);
   EXPECT_NE(s.status().message().find("256.1.1.1"), std::string::npos) << s.status().message();
+}
+
+}  // namespace
+}  // namespace tictac::bootstrap
+
+// ---------------------------------------------------------------------------------------------
+// Authentication (TICTAC_AUTH_TOKEN): nobody reads or writes a key without passing the handshake.
+
+namespace tictac::bootstrap {
+namespace {
+
+const std::string kToken = "store-test-token-0123456789abcdef";
+
+std::unique_ptr<TcpStoreServer> server_with(std::optional<std::string> token,
+                                            std::chrono::milliseconds handshake_timeout = 10s) {
+  TcpStoreServerOptions o;
+  o.auth_token = std::move(token);
+  o.handshake_timeout = handshake_timeout;
+  auto s = TcpStoreServer::start(o);
+  EXPECT_TRUE(s.ok()) << s.status().to_string();
+  return s.ok() ? std::move(*s) : nullptr;
+}
+
+Result<std::unique_ptr<TcpStore>> client_with(const TcpStoreServer& server, std::optional<std::string> token) {
+  TcpStoreOptions o;
+  o.connect_timeout = 5s;
+  o.io_timeout = 5s;
+  o.auth_token = std::move(token);
+  return TcpStore::connect("127.0.0.1", server.port(), o);
+}
+
+TEST(TcpStoreAuth, SameTokenOnBothSidesWorks) {
+  auto server = server_with(kToken);
+  ASSERT_NE(server, nullptr);
+  auto c = client_with(*server, kToken);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  ASSERT_TRUE((*c)->set_string("k", "v").ok());
+  EXPECT_EQ(*(*c)->get_string("k", 1s), "v");
+  EXPECT_EQ(server->auth_failures(), 0u);
+}
+
+TEST(TcpStoreAuth, MissingOrWrongTokenIsRefusedNamingTheCause) {
+  auto server = server_with(kToken);
+  ASSERT_NE(server, nullptr);
+  auto none = client_with(*server, std::string());
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.status().code(), StatusCode::protocol_error);
+  EXPECT_NE(none.status().message().find("token"), std::string::npos) << none.status().to_string();
+  auto wrong = client_with(*server, std::string("another-token-0123456789abcdef"));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("TICTAC_AUTH_TOKEN"), std::string::npos) << wrong.status().to_string();
+  // The server counts the second refusal when the client's refusal reaches it (asynchronously).
+  for (int i = 0; i < 200 && server->auth_failures() < 2; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(server->auth_failures(), 2u);
+  // A token on the client only is refused as well.
+  auto open_server = server_with(std::string());
+  ASSERT_NE(open_server, nullptr);
+  auto extra = client_with(*open_server, kToken);
+  ASSERT_FALSE(extra.ok());
+  EXPECT_NE(extra.status().message().find("token on one side only"), std::string::npos) << extra.status().to_string();
+}
+
+TEST(TcpStoreAuth, TooShortTokenIsAnInvalidArgument) {
+  TcpStoreServerOptions o;
+  o.auth_token = "short";
+  auto s = TcpStoreServer::start(o);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::invalid_argument);
+}
+
+// A raw client that skips the auth step cannot set a key; the counter-check (the same raw client
+// doing the auth step) can, so it is the step that blocks it.
+TEST(TcpStoreAuth, SkippingTheAuthStepWritesNothing) {
+  auto server = server_with(std::string());  // even without a token the step is mandatory
+  ASSERT_NE(server, nullptr);
+  w::Request set;
+  set.op = w::Op::set;
+  set.key = "sneaky";
+  set.value = {1, 2, 3};
+  {
+    RawClient raw(server->port());
+    ASSERT_TRUE(raw.send(hello_frame()));
+    ASSERT_TRUE(raw.response(w::Op::hello).ok());
+    ASSERT_TRUE(raw.send(w::encode_request(set)));
+    Result<w::Response> r = raw.response(w::Op::set);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->code, StatusCode::protocol_error);
+    EXPECT_NE(r->message.find("before authentication"), std::string::npos) << r->message;
+    EXPECT_TRUE(raw.closed_by_peer());
+  }
+  auto reader = client_with(*server, std::string());
+  ASSERT_TRUE(reader.ok()) << reader.status().to_string();
+  EXPECT_EQ((*reader)->get_string("sneaky", 50ms).status().code(), StatusCode::timeout);
+  {
+    RawClient raw(server->port());
+    ASSERT_TRUE(raw.send(hello_frame()));
+    ASSERT_TRUE(raw.response(w::Op::hello).ok());
+    ASSERT_EQ(raw_authenticate(raw, std::nullopt), "");
+    ASSERT_TRUE(raw.send(w::encode_request(set)));
+    Result<w::Response> r = raw.response(w::Op::set);
+    ASSERT_TRUE(r.ok() && r->code == StatusCode::ok);
+  }
+  EXPECT_TRUE((*reader)->get_string("sneaky", 1s).ok());
+}
+
+TEST(TcpStoreAuth, LargeFrameBeforeAuthenticationIsRefused) {
+  auto server = server_with(kToken);
+  ASSERT_NE(server, nullptr);
+  RawClient raw(server->port());
+  ASSERT_TRUE(raw.send(hello_frame()));
+  ASSERT_TRUE(raw.response(w::Op::hello).ok());
+  w::Request set;
+  set.op = w::Op::set;
+  set.key = "big";
+  set.value.assign(64 * 1024, 7);  // a legal size once authenticated
+  ASSERT_TRUE(raw.send(w::encode_request(set)));
+  Result<w::Response> r = raw.response(w::Op::set);
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->code, StatusCode::protocol_error);
+  EXPECT_NE(r->message.find("before authentication"), std::string::npos) << r->message;
+}
+
+TEST(TcpStoreAuth, SilentClientIsDroppedAfterTheHandshakeTimeout) {
+  auto server = server_with(kToken, 150ms);
+  ASSERT_NE(server, nullptr);
+  RawClient raw(server->port());
+  ASSERT_GE(raw.fd(), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(raw.closed_by_peer());
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+  EXPECT_EQ(server->auth_failures(), 1u);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -188,6 +189,51 @@ bool read_exact(int fd, std::byte* p, std::size_t n) {
 }
 }  // namespace
 
+std::string blocking_side_auth(int fd, auth::Role role, const std::optional<std::string>& token,
+                               std::vector<std::byte>* leftover) {
+  auth::HandshakeConfig config;
+  config.role = role;
+  config.token = token;
+  config.protocol_version = kQpInfoVersion;
+  config.peer = "backend";
+  Result<auth::Handshake> hs = auth::Handshake::start(std::move(config));
+  if (!hs.ok()) return hs.status().to_string();
+  for (;;) {
+    const auth::Bytes out = hs->take_output();
+    if (!out.empty() && ::send(fd, out.data(), out.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(out.size())) {
+      return "cannot send the auth handshake";
+    }
+    if (hs->done()) return "";
+    if (hs->failed()) return hs->status().to_string();
+    std::uint8_t buf[256];
+    const ssize_t r = ::recv(fd, buf, sizeof buf, 0);
+    if (r <= 0) return "the backend closed the side channel during the auth handshake";
+    Result<std::size_t> used = hs->feed(std::span(buf, static_cast<std::size_t>(r)));
+    if (!used.ok()) {
+      const auth::Bytes refusal = hs->take_output();
+      if (!refusal.empty()) (void)::send(fd, refusal.data(), refusal.size(), MSG_NOSIGNAL);
+      return used.status().to_string();
+    }
+    for (std::size_t i = *used; i < static_cast<std::size_t>(r); ++i) leftover->push_back(std::byte{buf[i]});
+  }
+}
+
+int connect_blocking(const std::string& address) {
+  const auto colon = address.rfind(':');
+  if (colon == std::string::npos) return -1;
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sa.sin_port = htons(static_cast<std::uint16_t>(std::stoi(address.substr(colon + 1))));
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
 RoguePeer::RoguePeer(const IbvApi& api, RogueOptions options) : api_(api), options_(options) {
   int num = 0;
   ibv_device** list = api_.get_device_list(&num);
@@ -261,8 +307,15 @@ void RoguePeer::serve() {
   }
   ::close(listen_fd_);
   listen_fd_ = fd;
+  std::vector<std::byte> early;
+  if (std::string why = blocking_side_auth(fd, auth::Role::acceptor, std::nullopt, &early); !why.empty()) {
+    error_ = why;
+    return;
+  }
   std::array<std::byte, kQpInfoBytes> buf{};
-  if (!read_exact(fd, buf.data(), buf.size())) {
+  const std::size_t have = std::min(early.size(), buf.size());
+  std::copy_n(early.begin(), have, buf.begin());
+  if (!read_exact(fd, buf.data() + have, buf.size() - have)) {
     error_ = "no QpInfo from the backend";
     return;
   }

@@ -9,10 +9,12 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "transport/auth/handshake.h"
 #include "transport/backend.h"
 #include "transport/verbs/backend/config.h"
 #include "transport/verbs/backend/endpoint.h"
@@ -84,6 +86,14 @@ class BackendPair {
  private:
   bool attached_ = false;
 };
+
+// Runs transport/auth's handshake on a blocking socket (the verbs side channel's first step).
+// Returns "" when it passed, else the reason; bytes received after its last message are
+// appended to `*leftover`.
+std::string blocking_side_auth(int fd, auth::Role role, const std::optional<std::string>& token,
+                               std::vector<std::byte>* leftover);
+// A blocking loopback connection to "127.0.0.1:<port>" (-1 on failure).
+int connect_blocking(const std::string& address);
 
 // A peer that performs the side-channel exchange with real QPs but lets the test break things.
 struct RogueOptions {

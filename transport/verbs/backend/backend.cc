@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "transport/auth/token.h"
 #include "transport/verbs/backend/device.h"
 #include "transport/verbs/backend/factory.h"
 #include "transport/verbs/backend/handshake.h"
@@ -27,6 +28,11 @@ class VerbsBackend final : public transport::Backend {
   }
 
   std::string_view name() const override { return "verbs"; }
+
+  void set_auth_token(const std::optional<std::string>& token) override {
+    token_ = std::make_unique<SideToken>(token);
+    token_set_ = true;
+  }
 
   transport::Viability viability() const override {
     if (!api_.ok()) return {false, api_.status().message()};
@@ -53,6 +59,11 @@ class VerbsBackend final : public transport::Backend {
   Status attach(transport::ProgressEngine& engine) override {
     TICTAC_RETURN_IF_ERROR(api_);
     TICTAC_RETURN_IF_ERROR(config_);
+    if (!token_set_) {  // used without a Context: the token comes from TICTAC_AUTH_TOKEN
+      Result<std::optional<std::string>> env = auth::kAuthToken.get();
+      TICTAC_RETURN_IF_ERROR(env);
+      token_ = std::make_unique<SideToken>(std::move(env).value());
+    }
     engine_ = &engine;
     Result<std::shared_ptr<Device>> dev = Device::open(*api_, *config_, engine);
     TICTAC_RETURN_IF_ERROR(dev);
@@ -84,7 +95,7 @@ class VerbsBackend final : public transport::Backend {
       return;
     }
     const std::uint64_t id = next_id_++;
-    auto c = std::make_unique<Connector>(device_, *addr, std::string(address), deadline, std::move(on_done),
+    auto c = std::make_unique<Connector>(device_, *token_, *addr, std::string(address), deadline, std::move(on_done),
                                          [this, id] { engine_->defer([this, id] { connectors_.erase(id); }); });
     Connector* raw = c.get();
     connectors_.emplace(id, std::move(c));
@@ -121,7 +132,7 @@ class VerbsBackend final : public transport::Backend {
         }
         (*fn)(std::move(ep).value());
       };
-      auto a = std::make_unique<Acceptor>(device_, fd, done,
+      auto a = std::make_unique<Acceptor>(device_, *token_, fd, done,
                                           [this, id] { engine_->defer([this, id] { acceptors_.erase(id); }); });
       Acceptor* raw = a.get();
       acceptors_.emplace(id, std::move(a));
@@ -133,6 +144,8 @@ class VerbsBackend final : public transport::Backend {
   Result<VerbsConfig> config_;
   transport::ProgressEngine* engine_ = nullptr;
   std::shared_ptr<Device> device_;
+  std::unique_ptr<SideToken> token_ = std::make_unique<SideToken>();  // outlives acceptors/connectors
+  bool token_set_ = false;
   std::vector<int> listeners_;
   std::uint64_t next_id_ = 1;
   std::map<std::uint64_t, std::unique_ptr<Connector>> connectors_;

@@ -1,5 +1,7 @@
 #include "transport/verbs/backend/config.h"
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "common/tunables.h"
 
@@ -47,6 +49,15 @@ const BoolTunable kZeroCopy{"TICTAC_VERBS_ZERO_COPY", true,
 const SizeTunable kZeroCopyMinBytes{"TICTAC_VERBS_ZERO_COPY_MIN_BYTES", 32 << 10,
                                     "messages smaller than this keep the ring even with "
                                     "TICTAC_VERBS_ZERO_COPY=1 (0..1G)"};
+
+const SizeTunable kMaxPeerSlotBytes{"TICTAC_VERBS_MAX_PEER_SLOT_BYTES", 1 << 20,
+                                    "largest receive-ring slot a peer may announce (256..64M; at "
+                                    "least TICTAC_VERBS_SLOT_BYTES); bounds the staging memory "
+                                    "registered per peer. A larger one is refused before any "
+                                    "registration"};
+const IntTunable kMaxPeerRingSlots{"TICTAC_VERBS_MAX_PEER_RING_SLOTS", 1024,
+                                   "most ring slots / control receives a peer may announce "
+                                   "(1..4096; at least TICTAC_VERBS_RING_SLOTS); more is refused"};
 
 Status out_of_range(const char* name, std::int64_t value, const char* range) {
   return invalid_argument(std::string(name) + "=" + std::to_string(value) +
@@ -96,6 +107,16 @@ Result<VerbsConfig> VerbsConfig::from_env() {
   Result<std::uint64_t> zc_min = kZeroCopyMinBytes.get();
   TICTAC_RETURN_IF_ERROR(zc_min);
   c.zero_copy_min_bytes = *zc_min;
+  Result<std::uint64_t> peer_slot = kMaxPeerSlotBytes.get();
+  TICTAC_RETURN_IF_ERROR(peer_slot);
+  if (*peer_slot < kMinSlotBytes || *peer_slot > kMaxSlotBytes) {
+    return out_of_range(kMaxPeerSlotBytes.name(), static_cast<std::int64_t>(*peer_slot), "256..64M");
+  }
+  c.max_peer_slot_bytes = static_cast<std::uint32_t>(*peer_slot);
+  Result<std::int64_t> peer_slots = kMaxPeerRingSlots.get();
+  TICTAC_RETURN_IF_ERROR(peer_slots);
+  if (*peer_slots < 1 || *peer_slots > kMaxRingSlots) return out_of_range(kMaxPeerRingSlots.name(), *peer_slots, "1..4096");
+  c.max_peer_ring_slots = static_cast<std::uint32_t>(*peer_slots);
   TICTAC_RETURN_IF_ERROR(c.validate());
   TICTAC_LOG(debug) << "verbs config: TICTAC_VERBS_DEVICE=" << c.device
                     << " TICTAC_VERBS_GID_INDEX=" << c.gid_index << " TICTAC_VERBS_SL=" << c.service_level
@@ -107,7 +128,9 @@ Result<VerbsConfig> VerbsConfig::from_env() {
                     << " TICTAC_VERBS_RNR_RETRY=" << c.rnr_retry << " TICTAC_VERBS_TIMEOUT=" << c.timeout
                     << " TICTAC_VERBS_MIN_RNR_TIMER=" << c.min_rnr_timer
                     << " TICTAC_VERBS_ZERO_COPY=" << c.zero_copy
-                    << " TICTAC_VERBS_ZERO_COPY_MIN_BYTES=" << c.zero_copy_min_bytes;
+                    << " TICTAC_VERBS_ZERO_COPY_MIN_BYTES=" << c.zero_copy_min_bytes
+                    << " TICTAC_VERBS_MAX_PEER_SLOT_BYTES=" << c.max_peer_slot_bytes
+                    << " TICTAC_VERBS_MAX_PEER_RING_SLOTS=" << c.max_peer_ring_slots;
   return c;
 }
 
@@ -136,11 +159,21 @@ Status VerbsConfig::validate() const {
   if (zero_copy_min_bytes > (std::uint64_t{1} << 30)) {
     return out_of_range(kZeroCopyMinBytes.name(), static_cast<std::int64_t>(zero_copy_min_bytes), "0..1G");
   }
+  if (max_peer_slot_bytes < kMinSlotBytes || max_peer_slot_bytes > kMaxSlotBytes) {
+    return out_of_range(kMaxPeerSlotBytes.name(), max_peer_slot_bytes, "256..64M");
+  }
+  if (max_peer_ring_slots < 1 || max_peer_ring_slots > kMaxRingSlots) {
+    return out_of_range(kMaxPeerRingSlots.name(), max_peer_ring_slots, "1..4096");
+  }
   return Status::Ok();
 }
 
 std::uint64_t VerbsConfig::bytes_per_peer() const {
   return 2ull * ring_slots * (std::uint64_t{slot_bytes} + kSlotHeaderRoom);
 }
+
+std::uint32_t VerbsConfig::peer_slot_bytes_limit() const { return std::max(max_peer_slot_bytes, slot_bytes); }
+
+std::uint32_t VerbsConfig::peer_ring_slots_limit() const { return std::max(max_peer_ring_slots, ring_slots); }
 
 }  // namespace tictac::verbs

@@ -22,6 +22,14 @@
 //                                       receiver's buffer (each side decides for its own part:
 //                                       exporting receives, writing into exports); 0 = ring only
 //   TICTAC_VERBS_ZERO_COPY_MIN_BYTES 32K  messages smaller than this keep the ring (0..1G)
+//   TICTAC_VERBS_MAX_PEER_SLOT_BYTES 1M   the largest slot a peer may announce (256..64M); this
+//                                       side registers a staging ring of up to
+//                                       TICTAC_VERBS_RING_SLOTS x (slot + 64) bytes for it. At
+//                                       least TICTAC_VERBS_SLOT_BYTES (peers like us are accepted)
+//   TICTAC_VERBS_MAX_PEER_RING_SLOTS 1024 the most ring slots / control receives a peer may
+//                                       announce (1..4096); at least TICTAC_VERBS_RING_SLOTS
+// A peer whose QpInfo exceeds a limit is refused before this side registers anything for it,
+// with an error naming the limit (check_peer_limits).
 // Plain value; thread-safe to copy. from_env() reports a bad variable as invalid_argument naming
 // it; validate() rejects out-of-range values with the variable's name.
 #pragma once
@@ -49,6 +57,8 @@ struct VerbsConfig {
   int min_rnr_timer = 12;
   bool zero_copy = true;
   std::uint64_t zero_copy_min_bytes = 32 << 10;
+  std::uint32_t max_peer_slot_bytes = 1 << 20;
+  std::uint32_t max_peer_ring_slots = 1024;
 
   static Result<VerbsConfig> from_env();
   Status validate() const;
@@ -56,6 +66,9 @@ struct VerbsConfig {
   // Registered bytes per peer: the receive ring plus the send staging ring (both directions
   // use rings of this shape when both peers run the same configuration).
   std::uint64_t bytes_per_peer() const;
+  // The limits applied to a peer's QpInfo: the configured ones, raised to this side's own shape.
+  std::uint32_t peer_slot_bytes_limit() const;
+  std::uint32_t peer_ring_slots_limit() const;
 };
 
 // Bytes in front of each slot's payload: room for the frame header (wire::kHeaderBytes) padded

@@ -11,8 +11,9 @@ namespace tictac::verbs {
 // ---------------------------------------------------------------------------------------------
 // Acceptor
 
-Acceptor::Acceptor(std::shared_ptr<Device> device, int fd, Done done, std::function<void()> finished)
-    : dev_(std::move(device)), stream_(fd), done_(std::move(done)), finished_(std::move(finished)) {}
+Acceptor::Acceptor(std::shared_ptr<Device> device, const SideToken& token, int fd, Done done,
+                   std::function<void()> finished)
+    : dev_(std::move(device)), token_(token), stream_(fd), done_(std::move(done)), finished_(std::move(finished)) {}
 
 Acceptor::~Acceptor() {
   if (watching_) dev_->engine().unwatch(stream_.fd());
@@ -26,7 +27,12 @@ void Acceptor::start() {
                                            " did not finish the QP exchange within " +
                                            std::to_string(kAcceptTimeout.count()) + " s"));
   });
-  Status st = dev_->engine().watch(stream_.fd(), EPOLLIN, [this](std::uint32_t ev) { on_events(ev); });
+  Result<SideAuth> auth = SideAuth::start(auth::Role::acceptor, token_, "verbs://" + peer_address_of(stream_.fd()));
+  Status st = auth.status();
+  if (auth.ok()) {
+    auth_.emplace(std::move(auth).value());
+    st = dev_->engine().watch(stream_.fd(), EPOLLIN, [this](std::uint32_t ev) { on_events(ev); });
+  }
   if (!st.ok()) {
     dev_->engine().defer([this, st] { finish(st); });
     return;
@@ -42,12 +48,23 @@ void Acceptor::on_events(std::uint32_t) {
 
 Status Acceptor::step() {
   TICTAC_RETURN_IF_ERROR(stream_.flush());
+  if (state_ == State::authenticate) {  // nothing is allocated for the peer before this passes
+    Result<bool> passed = auth_->step(stream_);
+    TICTAC_RETURN_IF_ERROR(passed);
+    if (!*passed) {
+      return dev_->engine().rearm(stream_.fd(), stream_.writing() ? EPOLLIN | EPOLLOUT : EPOLLIN);
+    }
+    auth_.reset();
+    state_ = State::read_info;
+    TICTAC_RETURN_IF_ERROR(dev_->engine().rearm(stream_.fd(), stream_.writing() ? EPOLLIN | EPOLLOUT : EPOLLIN));
+  }
   if (state_ == State::read_info) {
     Result<bool> full = stream_.fill(kQpInfoBytes);
     TICTAC_RETURN_IF_ERROR(full);
     if (!*full) return Status::Ok();
     Result<QpInfo> peer = decode_qp_info(stream_.take(kQpInfoBytes));
     TICTAC_RETURN_IF_ERROR(peer);
+    TICTAC_RETURN_IF_ERROR(check_peer_limits(*peer, dev_->config()));
     Result<std::unique_ptr<VerbsEndpoint>> ep = VerbsEndpoint::create(dev_);
     TICTAC_RETURN_IF_ERROR(ep);
     ep_ = std::move(ep).value();
@@ -93,9 +110,9 @@ void Acceptor::finish(Result<std::unique_ptr<VerbsEndpoint>> result) {
 // ---------------------------------------------------------------------------------------------
 // Connector
 
-Connector::Connector(std::shared_ptr<Device> device, sockaddr_in addr, std::string address,
+Connector::Connector(std::shared_ptr<Device> device, const SideToken& token, sockaddr_in addr, std::string address,
                      transport::Clock::time_point deadline, transport::ConnectFn done, std::function<void()> finished)
-    : dev_(std::move(device)), addr_(addr), address_(std::move(address)), deadline_(deadline),
+    : dev_(std::move(device)), token_(token), addr_(addr), address_(std::move(address)), deadline_(deadline),
       done_(std::move(done)), finished_(std::move(finished)) {}
 
 Connector::~Connector() {
@@ -125,6 +142,7 @@ void Connector::abandon() {
   if (state_ == State::done) return;
   state_ = State::done;
   drop_socket();
+  auth_.reset();
   ep_.reset();
   if (retry_timer_ != 0) dev_->engine().cancel_timer(retry_timer_);
   if (deadline_timer_ != 0) dev_->engine().cancel_timer(deadline_timer_);
@@ -151,6 +169,7 @@ void Connector::attempt() {
 
 void Connector::retry_or_fail(const Status& why, int err) {
   drop_socket();
+  auth_.reset();
   ep_.reset();
   state_ = State::idle;
   const bool refused = err == ECONNREFUSED;
@@ -185,14 +204,28 @@ void Connector::on_events(std::uint32_t) {
 Status Connector::step() {
   if (state_ == State::connecting) {
     TICTAC_RETURN_IF_ERROR(connect_result(stream_->fd(), &connect_errno_));
-    Result<std::unique_ptr<VerbsEndpoint>> ep = VerbsEndpoint::create(dev_);
-    if (!ep.ok()) {
-      finish(ep.status());
+    Result<SideAuth> auth = SideAuth::start(auth::Role::initiator, token_, "verbs://" + address_);
+    if (!auth.ok()) {
+      finish(auth.status());
       return Status::Ok();
     }
-    ep_ = std::move(ep).value();
-    state_ = State::read_info;
-    TICTAC_RETURN_IF_ERROR(stream_->write(encode(ep_->local_info())));
+    auth_.emplace(std::move(auth).value());
+    state_ = State::authenticate;
+  }
+  if (state_ == State::authenticate) {
+    Result<bool> passed = auth_->step(*stream_);
+    TICTAC_RETURN_IF_ERROR(passed);
+    if (*passed) {
+      auth_.reset();
+      Result<std::unique_ptr<VerbsEndpoint>> ep = VerbsEndpoint::create(dev_);
+      if (!ep.ok()) {
+        finish(ep.status());
+        return Status::Ok();
+      }
+      ep_ = std::move(ep).value();
+      state_ = State::read_info;
+      TICTAC_RETURN_IF_ERROR(stream_->write(encode(ep_->local_info())));
+    }
   }
   TICTAC_RETURN_IF_ERROR(stream_->flush());
   if (state_ == State::read_info) {
@@ -201,6 +234,7 @@ Status Connector::step() {
     if (*full) {
       Result<QpInfo> peer = decode_qp_info(stream_->take(kQpInfoBytes));
       TICTAC_RETURN_IF_ERROR(peer);
+      TICTAC_RETURN_IF_ERROR(check_peer_limits(*peer, dev_->config()));
       TICTAC_RETURN_IF_ERROR(ep_->connect(*peer));
       const std::byte ready[1] = {kReadyByte};
       TICTAC_RETURN_IF_ERROR(stream_->write(ready));

@@ -1,7 +1,9 @@
 // The QP exchange over the TCP side channel, both roles (internal to the verbs backend):
 //
 //   connector                                   acceptor
-//   create endpoint (QPs in INIT, ring)  --QpInfo-->  create endpoint, connect: RTR, RTS
+//   auth handshake (side_auth.h)        <-------->  auth handshake: nothing allocated before it
+//   create endpoint (QPs in INIT, ring)  --QpInfo-->  check the peer's sizes (check_peer_limits),
+//                                                     create endpoint, connect: RTR, RTS
 //   connect: RTR, RTS                    <--QpInfo--
 //   ready byte                           ---0x52--->  hand the endpoint to on_accept
 //   hand the endpoint to on_done
@@ -19,11 +21,13 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "transport/backend.h"
 #include "transport/verbs/backend/device.h"
 #include "transport/verbs/backend/endpoint.h"
+#include "transport/verbs/backend/side_auth.h"
 #include "transport/verbs/backend/side_channel.h"
 
 namespace tictac::verbs {
@@ -36,7 +40,8 @@ class Acceptor {
   using Done = std::function<void(Result<std::unique_ptr<VerbsEndpoint>>)>;
   // `done` fires once, from a loop step (never inside start()); `finished` after it, so the
   // owner can drop this object (from a deferred task).
-  Acceptor(std::shared_ptr<Device> device, int fd, Done done, std::function<void()> finished);
+  // `token` (the backend's; outlives this object) authenticates the peer before anything else.
+  Acceptor(std::shared_ptr<Device> device, const SideToken& token, int fd, Done done, std::function<void()> finished);
   ~Acceptor();
   void start();
 
@@ -46,18 +51,20 @@ class Acceptor {
   void finish(Result<std::unique_ptr<VerbsEndpoint>> result);
 
   std::shared_ptr<Device> dev_;
+  const SideToken& token_;
   SideStream stream_;
   Done done_;
   std::function<void()> finished_;
+  std::optional<SideAuth> auth_;
   std::unique_ptr<VerbsEndpoint> ep_;
-  enum class State { read_info, read_ready, done } state_ = State::read_info;
+  enum class State { authenticate, read_info, read_ready, done } state_ = State::authenticate;
   bool watching_ = false;
   transport::ProgressEngine::TimerId timer_ = 0;
 };
 
 class Connector {
  public:
-  Connector(std::shared_ptr<Device> device, sockaddr_in addr, std::string address,
+  Connector(std::shared_ptr<Device> device, const SideToken& token, sockaddr_in addr, std::string address,
             transport::Clock::time_point deadline, transport::ConnectFn done, std::function<void()> finished);
   ~Connector();
   void start();
@@ -73,14 +80,16 @@ class Connector {
   void drop_socket();
 
   std::shared_ptr<Device> dev_;
+  const SideToken& token_;
   const sockaddr_in addr_;
   const std::string address_;
   const transport::Clock::time_point deadline_;
   transport::ConnectFn done_;
   std::function<void()> finished_;
   std::unique_ptr<SideStream> stream_;
+  std::optional<SideAuth> auth_;
   std::unique_ptr<VerbsEndpoint> ep_;
-  enum class State { idle, connecting, read_info, send_ready, done } state_ = State::idle;
+  enum class State { idle, connecting, authenticate, read_info, send_ready, done } state_ = State::idle;
   int connect_errno_ = 0;  // of the last failed connect attempt
   bool watching_ = false;
   transport::ProgressEngine::TimerId retry_timer_ = 0;

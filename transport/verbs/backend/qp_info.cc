@@ -96,4 +96,25 @@ Result<QpInfo> decode_qp_info(std::span<const std::byte> bytes) {
   return info;
 }
 
+Status check_peer_limits(const QpInfo& peer, const VerbsConfig& config) {
+  const auto refuse = [](const std::string& what, std::uint32_t value, std::uint32_t limit, const char* var) {
+    return Status(StatusCode::resource_exhausted,
+                  "the verbs peer announced " + what + " " + std::to_string(value) + ", over this side's limit of " +
+                      std::to_string(limit) + " (" + var + "); refused before registering anything for it. "
+                      "Raise " + var + " here or lower the peer's setting");
+  };
+  if (peer.slot_bytes > config.peer_slot_bytes_limit()) {
+    return refuse("slot bytes:", peer.slot_bytes, config.peer_slot_bytes_limit(), "TICTAC_VERBS_MAX_PEER_SLOT_BYTES");
+  }
+  if (peer.ring_slots > config.peer_ring_slots_limit()) {
+    return refuse("ring slots:", peer.ring_slots, config.peer_ring_slots_limit(),
+                  "TICTAC_VERBS_MAX_PEER_RING_SLOTS");
+  }
+  if (peer.ctrl_recvs > config.peer_ring_slots_limit()) {
+    return refuse("control receives:", peer.ctrl_recvs, config.peer_ring_slots_limit(),
+                  "TICTAC_VERBS_MAX_PEER_RING_SLOTS");
+  }
+  return Status::Ok();
+}
+
 }  // namespace tictac::verbs

@@ -62,4 +62,10 @@ struct QpInfo {
 std::array<std::byte, kQpInfoBytes> encode(const QpInfo& info);
 Result<QpInfo> decode_qp_info(std::span<const std::byte> bytes);
 
+struct VerbsConfig;
+// The limits this side sets on what a peer may make it allocate (VerbsConfig's
+// peer_slot_bytes_limit / peer_ring_slots_limit): resource_exhausted naming the field, the value
+// and the TICTAC_VERBS_MAX_PEER_* variable to raise. Call before registering anything for the peer.
+Status check_peer_limits(const QpInfo& peer, const VerbsConfig& config);
+
 }  // namespace tictac::verbs

@@ -145,6 +145,26 @@ Result<bool> SideStream::fill(std::size_t n) {
   return true;
 }
 
+Result<std::size_t> SideStream::read_available(std::size_t max) {
+  std::size_t got = 0;
+  while (got < max) {
+    std::byte buf[256];
+    const ssize_t r = ::recv(fd_, buf, std::min(sizeof buf, max - got), 0);
+    if (r == 0) {
+      return Status(StatusCode::connection_lost,
+                    "the peer closed the verbs side channel during authentication (see its log)");
+    }
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      return errno_status(StatusCode::connection_lost, "reading the verbs side channel failed", "recv", errno);
+    }
+    in_.insert(in_.end(), buf, buf + r);
+    got += static_cast<std::size_t>(r);
+  }
+  return got;
+}
+
 std::vector<std::byte> SideStream::take(std::size_t n) {
   std::vector<std::byte> v(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(n));
   in_.erase(in_.begin(), in_.begin() + static_cast<std::ptrdiff_t>(n));

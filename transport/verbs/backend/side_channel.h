@@ -50,6 +50,11 @@ class SideStream {
   bool writing() const { return !out_.empty(); }
   // Reads what is available; true once at least `n` bytes are buffered. EOF is an error.
   Result<bool> fill(std::size_t n);
+  // Reads what is available now, at most `max` bytes; returns how many (0: nothing yet). EOF is
+  // an error (connection_lost).
+  Result<std::size_t> read_available(std::size_t max);
+  // The bytes read and not yet taken.
+  std::span<const std::byte> buffered() const { return in_; }
   // Removes and returns the first n buffered bytes (fill(n) returned true).
   std::vector<std::byte> take(std::size_t n);
 

@@ -208,6 +208,16 @@ WriteTraffic FakeFabric::write_traffic() const {
   return state_->traffic;
 }
 
+RegistrationStats FakeFabric::registration_stats() const {
+  std::lock_guard lk(state_->mu);
+  return state_->registrations;
+}
+
+std::uint64_t FakeFabric::locked_bytes() const {
+  std::lock_guard lk(state_->mu);
+  return state_->locked_bytes;
+}
+
 std::vector<int> FakeFabric::dmabuf_fds() const {
   std::lock_guard lk(state_->mu);
   std::vector<int> out;

@@ -189,6 +189,7 @@ struct FabricState {
   std::uint32_t next_key = 1;
   std::uint32_t next_handle = 1;
   std::uint64_t locked_bytes = 0;
+  RegistrationStats registrations;  // reg_mr counters (registration_stats())
   std::size_t dmabuf_closed_before_dereg = 0;
   WriteTraffic traffic;
   bool corrupt_next_write = false;

@@ -96,6 +96,14 @@ struct WriteTraffic {
   std::uint64_t write_with_imm_bytes = 0;
 };
 
+// Memory registration counters since the fabric was made (reg_mr and reg_dmabuf_mr): tests
+// check that a peer refused before allocation cost no registration.
+struct RegistrationStats {
+  std::uint64_t mrs_registered = 0;     // successful registrations, ever
+  std::uint64_t bytes_registered = 0;   // their lengths summed, ever
+  std::uint64_t peak_locked_bytes = 0;  // the most bytes registered at one time
+};
+
 struct FabricState;  // internal (fabric_state.h)
 
 class FakeFabric {
@@ -140,6 +148,9 @@ class FakeFabric {
   // (as if its owner had deregistered it): same errors. The owner's dereg_mr still works.
   void revoke_next_remote_mr();
   WriteTraffic write_traffic() const;
+  RegistrationStats registration_stats() const;
+  // Bytes registered now (live MRs' lengths summed).
+  std::uint64_t locked_bytes() const;
   // The file descriptors behind live reg_dmabuf_mr regions (the fake does not own them).
   std::vector<int> dmabuf_fds() const;
   // dma-buf MRs whose fd was already closed when dereg_mr ran (a lifetime bug in the caller).

@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -181,6 +182,9 @@ ibv_mr* FabricState::reg_mr(Pd* pd, void* addr, std::size_t length, std::uint64_
   m.rkey = key;
   ++pd->mrs;
   locked_bytes += length;
+  ++registrations.mrs_registered;
+  registrations.bytes_registered += length;
+  registrations.peak_locked_bytes = std::max(registrations.peak_locked_bytes, locked_bytes);
   ibv_mr* out = &m;
   mrs.emplace(key, std::move(mr));
   return out;
