@@ -3,11 +3,17 @@
 #include <algorithm>
 #include <cstring>
 
+#include "common/tunables.h"
 #include "integration/group/flow.h"
 #include "integration/group/tags.h"
 
 namespace tictac::group {
 namespace {
+
+const SizeTunable kChunkBytesTunable{
+    "TICTAC_RING_CHUNK_BYTES", kRingChunkBytes,
+    "ring collectives (allreduce, reduce-scatter, allgather of the torch backend): bytes per "
+    "pipelined chunk of each rank's block (at most 32 chunks a block)"};
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
@@ -30,7 +36,8 @@ Range split(std::size_t len, int k, int j) {
 class Ring {
  public:
   Ring(Group& g, std::byte* data, const Blocks& blocks, std::size_t elem, const ReduceFn* reduce,
-       transport::Priority priority, const std::string& what, int first, int last)
+       transport::Priority priority, const std::string& what, int first, int last,
+       std::size_t chunk_bytes)
       : data_(data), blocks_(blocks), elem_(elem), reduce_(reduce), first_(first),
         last_(last), n_(g.size()), r_(g.rank()),
         seq_(g.next_collective_seq()),
@@ -39,7 +46,7 @@ class Ring {
     const int steps = 2 * (n_ - 1);
     const int tag_limit = std::max(1, (kMaxCollectiveSteps - 1) / std::max(1, steps));
     chunks_ = static_cast<int>(std::clamp<std::size_t>(
-        (max_bytes + kRingChunkBytes - 1) / kRingChunkBytes, 1,
+        (max_bytes + chunk_bytes - 1) / chunk_bytes, 1,
         static_cast<std::size_t>(std::min(kRingMaxChunks, tag_limit))));
     if (first_ < n_ - 1) {
       chunk_slot_ = (blocks.max_len() + static_cast<std::size_t>(chunks_) - 1) /
@@ -142,15 +149,19 @@ std::size_t Blocks::max_len() const {
 Status ring_reduce_scatter(Group& g, void* data, const Blocks& blocks, std::size_t elem_size,
                            const ReduceFn& reduce, transport::Priority priority,
                            const std::string& what) {
+  Result<std::uint64_t> chunk = kChunkBytesTunable.get();
+  if (!chunk.ok()) return chunk.status();
   Ring ring(g, static_cast<std::byte*>(data), blocks, elem_size, &reduce, priority, what, 0,
-            g.size() - 1);
+            g.size() - 1, std::max<std::size_t>(*chunk, 1));
   return ring.run();
 }
 
 Status ring_allgather(Group& g, void* data, const Blocks& blocks, std::size_t elem_size,
                       transport::Priority priority, const std::string& what) {
+  Result<std::uint64_t> chunk = kChunkBytesTunable.get();
+  if (!chunk.ok()) return chunk.status();
   Ring ring(g, static_cast<std::byte*>(data), blocks, elem_size, nullptr, priority, what,
-            g.size() - 1, 2 * (g.size() - 1));
+            g.size() - 1, 2 * (g.size() - 1), std::max<std::size_t>(*chunk, 1));
   return ring.run();
 }
 
@@ -158,8 +169,10 @@ Status ring_allreduce(Group& g, void* data, std::size_t count, std::size_t elem_
                       const ReduceFn& reduce, transport::Priority priority,
                       const std::string& what) {
   const Blocks blocks = Blocks::even(count, g.size());
+  Result<std::uint64_t> chunk = kChunkBytesTunable.get();
+  if (!chunk.ok()) return chunk.status();
   Ring ring(g, static_cast<std::byte*>(data), blocks, elem_size, &reduce, priority, what, 0,
-            2 * (g.size() - 1));
+            2 * (g.size() - 1), std::max<std::size_t>(*chunk, 1));
   return ring.run();
 }
 
