@@ -50,17 +50,18 @@ void Flow::post(bool is_send, std::uint64_t key, int rank, std::uint64_t tag, vo
     std::lock_guard lock(state->mu);
     bool ok = s.ok();
     if (state->first.ok() && !s.ok()) {
-      state->first = Status(s.code(), what + ": " + (is_send ? "send to" : "receive from") +
-                                          " rank " + std::to_string(rank) + " failed: " +
-                                          s.message(), s.origin());
+      state->first = Status(s.code(),
+                            what + ": " + (is_send ? "send to" : "receive from") + " rank " +
+                                std::to_string(rank) + " failed: " + s.message(),
+                            s.origin());
     } else if (ok && !is_send && n != expected) {
       ok = false;
       if (state->first.ok()) {
-        state->first = Status(StatusCode::protocol_error,
-                              what + ": rank " + std::to_string(rank) + " sent " +
-                                  std::to_string(n) + " bytes, expected " +
-                                  std::to_string(expected) +
-                                  "; the ranks called the collective with different sizes");
+        state->first =
+            Status(StatusCode::protocol_error,
+                   what + ": rank " + std::to_string(rank) + " sent " + std::to_string(n) +
+                       " bytes, expected " + std::to_string(expected) +
+                       "; the ranks called the collective with different sizes");
       }
     }
     const auto it = std::find(state->pending.begin(), state->pending.end(), rank);
@@ -86,9 +87,8 @@ Result<std::uint64_t> Flow::next() {
     return Status(StatusCode::internal, what_ + ": next() with nothing outstanding");
   }
   std::unique_lock lock(state_->mu);
-  const bool ready = state_->cv.wait_until(lock, deadline_, [&] {
-    return !state_->finished.empty() || !state_->first.ok();
-  });
+  const bool ready = state_->cv.wait_until(
+      lock, deadline_, [&] { return !state_->finished.empty() || !state_->first.ok(); });
   if (ready && state_->first.ok()) {
     const std::uint64_t key = state_->finished.front();
     state_->finished.pop_front();

@@ -38,16 +38,22 @@ class Ring {
   Ring(Group& g, std::byte* data, const Blocks& blocks, std::size_t elem, const ReduceFn* reduce,
        transport::Priority priority, const std::string& what, int first, int last,
        std::size_t chunk_bytes)
-      : data_(data), blocks_(blocks), elem_(elem), reduce_(reduce), first_(first),
-        last_(last), n_(g.size()), r_(g.rank()),
+      : data_(data),
+        blocks_(blocks),
+        elem_(elem),
+        reduce_(reduce),
+        first_(first),
+        last_(last),
+        n_(g.size()),
+        r_(g.rank()),
         seq_(g.next_collective_seq()),
         flow_(g, what + " #" + std::to_string(seq_), priority) {
     const std::size_t max_bytes = blocks.max_len() * elem;
     const int steps = 2 * (n_ - 1);
     const int tag_limit = std::max(1, (kMaxCollectiveSteps - 1) / std::max(1, steps));
-    chunks_ = static_cast<int>(std::clamp<std::size_t>(
-        (max_bytes + chunk_bytes - 1) / chunk_bytes, 1,
-        static_cast<std::size_t>(std::min(kRingMaxChunks, tag_limit))));
+    chunks_ = static_cast<int>(
+        std::clamp<std::size_t>((max_bytes + chunk_bytes - 1) / chunk_bytes, 1,
+                                static_cast<std::size_t>(std::min(kRingMaxChunks, tag_limit))));
     if (first_ < n_ - 1) {
       chunk_slot_ = (blocks.max_len() + static_cast<std::size_t>(chunks_) - 1) /
                     static_cast<std::size_t>(chunks_);
@@ -81,7 +87,9 @@ class Ring {
   }
 
  private:
-  int send_block(int s) const { return s < n_ - 1 ? mod(r_ - s - 1, n_) : mod(r_ - (s - (n_ - 1)), n_); }
+  int send_block(int s) const {
+    return s < n_ - 1 ? mod(r_ - s - 1, n_) : mod(r_ - (s - (n_ - 1)), n_);
+  }
   int recv_block(int s) const {
     return s < n_ - 1 ? mod(r_ - s - 2, n_) : mod(r_ - (s - (n_ - 1)) - 1, n_);
   }
@@ -103,8 +111,7 @@ class Ring {
     left_in_step_[static_cast<std::size_t>(j)] = 2;
     flow_.send(static_cast<std::uint64_t>(j) << 1, mod(r_ + 1, n_), tag, data_ + out.begin * elem_,
                out.len * elem_);
-    flow_.recv((static_cast<std::uint64_t>(j) << 1) | 1, mod(r_ - 1, n_), tag, dst,
-               in.len * elem_);
+    flow_.recv((static_cast<std::uint64_t>(j) << 1) | 1, mod(r_ - 1, n_), tag, dst, in.len * elem_);
   }
 
   std::byte* data_;

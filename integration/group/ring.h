@@ -20,7 +20,7 @@
 namespace tictac::group {
 
 inline constexpr std::size_t kRingChunkBytes = std::size_t{1} << 20;  // TICTAC_RING_CHUNK_BYTES
-inline constexpr int kRingMaxChunks = 32;                               // per block
+inline constexpr int kRingMaxChunks = 32;                             // per block
 
 // Block r of a buffer: elements [begin[r], begin[r] + len[r]).
 struct Blocks {

@@ -42,7 +42,9 @@ Status reduce(Group& g, void* data, std::size_t count, std::size_t elem_size,
   if (g.size() == 1) return Status::Ok();
   Flow f(g, "reduce #" + std::to_string(seq) + " to rank " + std::to_string(root), priority);
   auto* bytes = static_cast<std::byte*>(data);
-  const auto at = [&](int r) { return bytes + blocks.begin[static_cast<std::size_t>(r)] * elem_size; };
+  const auto at = [&](int r) {
+    return bytes + blocks.begin[static_cast<std::size_t>(r)] * elem_size;
+  };
   const auto len = [&](int r) { return blocks.len[static_cast<std::size_t>(r)] * elem_size; };
   if (g.rank() == root) {
     for (int r = 0; r < g.size(); ++r) {

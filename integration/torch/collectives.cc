@@ -25,8 +25,7 @@ int check_root(int64_t root, int size, const char* op) {
 void check_like(const at::Tensor& t, const at::Tensor& like, const char* op, const char* what) {
   TORCH_CHECK(t.numel() == like.numel() && t.scalar_type() == like.scalar_type(), "tictac ", op,
               ": every ", what, " must have the input's number of elements (", like.numel(),
-              ") and dtype (", like.scalar_type(), "), got ", t.numel(), " of ",
-              t.scalar_type());
+              ") and dtype (", like.scalar_type(), "), got ", t.numel(), " of ", t.scalar_type());
 }
 
 std::vector<std::size_t> byte_offsets(const std::vector<std::size_t>& bytes) {
@@ -40,9 +39,10 @@ std::vector<int64_t> splits(const std::vector<int64_t>& given, const at::Tensor&
                             const char* which) {
   const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
   if (given.empty()) {
-    TORCH_CHECK(rows % n == 0, "tictac all_to_all_single: the ", which, " tensor's first "
-                "dimension (", rows, ") is not divisible by the world size (", n,
-                "); pass split sizes");
+    TORCH_CHECK(rows % n == 0, "tictac all_to_all_single: the ", which,
+                " tensor's first "
+                "dimension (",
+                rows, ") is not divisible by the world size (", n, "); pass split sizes");
     return std::vector<int64_t>(static_cast<std::size_t>(n), rows / n);
   }
   TORCH_CHECK(static_cast<int>(given.size()) == n, "tictac all_to_all_single: ", which,
@@ -72,9 +72,9 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::reduce(std::vector<at::Tensor>& te
                       // Only the root's tensors are outputs; the others work on a copy.
                       at::Tensor flat = is_root ? flatten(ts) : flatten_copy(ts);
                       if (red.pre) red.pre(flat);
-                      Status s = group::reduce(*g, flat.data_ptr(),
-                                               static_cast<std::size_t>(flat.numel()),
-                                               flat.element_size(), red.fn, root, p);
+                      Status s =
+                          group::reduce(*g, flat.data_ptr(), static_cast<std::size_t>(flat.numel()),
+                                        flat.element_size(), red.fn, root, p);
                       if (!s.ok() || !is_root) return s;
                       if (red.post) red.post(flat);
                       scatter_back(flat, ts);
@@ -105,7 +105,8 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::gather(
       [g, in, outs, root, n](transport::Priority p) mutable {
         at::Tensor src = in.contiguous().to(at::kCPU);
         std::vector<std::size_t> bytes(static_cast<std::size_t>(n), src.nbytes());
-        if (outs.empty()) return group::gather(*g, src.data_ptr(), src.nbytes(), nullptr, {}, root, p);
+        if (outs.empty())
+          return group::gather(*g, src.data_ptr(), src.nbytes(), nullptr, {}, root, p);
         at::Tensor flat = at::empty({n * src.numel()}, src.options());
         Status s = group::gather(*g, src.data_ptr(), src.nbytes(), flat.data_ptr(), bytes, root, p);
         if (s.ok()) scatter_back(flat, outs);
@@ -201,9 +202,9 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::reduce_scatter_tensor_coalesced(
           at::Tensor flat = flatten_copy({ins[i]});
           if (reds[i].pre) reds[i].pre(flat);
           const auto m = static_cast<std::size_t>(outs[i].numel());
-          Status s = group::ring_reduce_scatter(*g, flat.data_ptr(), group::Blocks::equal(m, n),
-                                                flat.element_size(), reds[i].fn, p,
-                                                "reduce_scatter");
+          Status s =
+              group::ring_reduce_scatter(*g, flat.data_ptr(), group::Blocks::equal(m, n),
+                                         flat.element_size(), reds[i].fn, p, "reduce_scatter");
           if (!s.ok()) return s;
           at::Tensor mine = flat.narrow(0, static_cast<int64_t>(m) * me, static_cast<int64_t>(m));
           if (reds[i].post) reds[i].post(mine);
@@ -215,9 +216,11 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::reduce_scatter_tensor_coalesced(
       ins);
 }
 
-c10::intrusive_ptr<c10d::Work> TicTacBackend::alltoall_base(
-    at::Tensor& outputBuffer, at::Tensor& inputBuffer, std::vector<int64_t>& outputSplitSizes,
-    std::vector<int64_t>& inputSplitSizes, const c10d::AllToAllOptions&) {
+c10::intrusive_ptr<c10d::Work> TicTacBackend::alltoall_base(at::Tensor& outputBuffer,
+                                                            at::Tensor& inputBuffer,
+                                                            std::vector<int64_t>& outputSplitSizes,
+                                                            std::vector<int64_t>& inputSplitSizes,
+                                                            const c10d::AllToAllOptions&) {
   TORCH_CHECK(outputBuffer.scalar_type() == inputBuffer.scalar_type(),
               "tictac all_to_all_single: input and output need one dtype");
   const int n = size_;
@@ -229,23 +232,25 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::alltoall_base(
   };
   std::vector<std::size_t> send_bytes, recv_bytes;
   for (int r = 0; r < n; ++r) {
-    send_bytes.push_back(static_cast<std::size_t>(in_rows[static_cast<std::size_t>(r)]) * row_bytes(inputBuffer));
-    recv_bytes.push_back(static_cast<std::size_t>(out_rows[static_cast<std::size_t>(r)]) * row_bytes(outputBuffer));
+    send_bytes.push_back(static_cast<std::size_t>(in_rows[static_cast<std::size_t>(r)]) *
+                         row_bytes(inputBuffer));
+    recv_bytes.push_back(static_cast<std::size_t>(out_rows[static_cast<std::size_t>(r)]) *
+                         row_bytes(outputBuffer));
   }
   group::Group* g = group_.get();
   std::vector<at::Tensor> outs{outputBuffer};
   const at::Tensor in = inputBuffer;
-  return collective(
-      c10d::OpType::ALLTOALL_BASE, outs, "all_to_all_single",
-      [g, in, outs, send_bytes, recv_bytes](transport::Priority p) mutable {
-        at::Tensor src = flatten_copy({in});
-        at::Tensor dst = flatten(outs);
-        Status s = group::alltoallv(*g, src.data_ptr(), byte_offsets(send_bytes), send_bytes,
-                                    dst.data_ptr(), byte_offsets(recv_bytes), recv_bytes, p);
-        if (s.ok()) scatter_back(dst, outs);
-        return s;
-      },
-      {in});
+  return collective(c10d::OpType::ALLTOALL_BASE, outs, "all_to_all_single",
+                    [g, in, outs, send_bytes, recv_bytes](transport::Priority p) mutable {
+                      at::Tensor src = flatten_copy({in});
+                      at::Tensor dst = flatten(outs);
+                      Status s =
+                          group::alltoallv(*g, src.data_ptr(), byte_offsets(send_bytes), send_bytes,
+                                           dst.data_ptr(), byte_offsets(recv_bytes), recv_bytes, p);
+                      if (s.ok()) scatter_back(dst, outs);
+                      return s;
+                    },
+                    {in});
 }
 
 c10::intrusive_ptr<c10d::Work> TicTacBackend::alltoall(std::vector<at::Tensor>& outputTensors,
@@ -280,14 +285,16 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::alltoall(std::vector<at::Tensor>& 
 }
 
 c10::intrusive_ptr<c10d::Work> TicTacBackend::allgather_coalesced(
-    std::vector<std::vector<at::Tensor>>& outputTensorLists,
-    std::vector<at::Tensor>& inputTensors, const c10d::AllgatherOptions&) {
+    std::vector<std::vector<at::Tensor>>& outputTensorLists, std::vector<at::Tensor>& inputTensors,
+    const c10d::AllgatherOptions&) {
   TORCH_CHECK(static_cast<int>(outputTensorLists.size()) == size_,
               "tictac allgather_coalesced: expects one output list per rank (", size_, "), got ",
               outputTensorLists.size());
   for (const auto& list : outputTensorLists) {
-    TORCH_CHECK(list.size() == inputTensors.size(), "tictac allgather_coalesced: every output "
-                "list must have as many tensors as the input list (", inputTensors.size(), ")");
+    TORCH_CHECK(list.size() == inputTensors.size(),
+                "tictac allgather_coalesced: every output "
+                "list must have as many tensors as the input list (",
+                inputTensors.size(), ")");
     for (std::size_t j = 0; j < list.size(); ++j) {
       check_like(list[j], inputTensors[j], "allgather_coalesced", "output tensor");
     }
@@ -323,9 +330,10 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::allgather_coalesced(
 c10::intrusive_ptr<c10d::Work> TicTacBackend::allgather_into_tensor_coalesced(
     std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions&) {
-  TORCH_CHECK(outputs.size() == inputs.size(), "tictac allgather_into_tensor_coalesced: "
-              "expects as many outputs as inputs (got ", outputs.size(), " and ", inputs.size(),
-              ")");
+  TORCH_CHECK(outputs.size() == inputs.size(),
+              "tictac allgather_into_tensor_coalesced: "
+              "expects as many outputs as inputs (got ",
+              outputs.size(), " and ", inputs.size(), ")");
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     TORCH_CHECK(outputs[i].numel() == inputs[i].numel() * size_ &&
                     outputs[i].scalar_type() == inputs[i].scalar_type(),
@@ -337,8 +345,7 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::allgather_into_tensor_coalesced(
   std::vector<at::Tensor> ins = inputs;
   const int n = size_;
   return collective(
-      c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, outs,
-      "allgather_into_tensor_coalesced",
+      c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED, outs, "allgather_into_tensor_coalesced",
       [g, ins, outs, n](transport::Priority p) mutable {
         at::Tensor src = pack_bytes(ins);
         const auto chunk = static_cast<std::size_t>(src.numel());

@@ -5,9 +5,9 @@
 #pragma once
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/Types.hpp>
 
 #include <functional>
+#include <torch/csrc/distributed/c10d/Types.hpp>
 #include <vector>
 
 #include "integration/group/group.h"

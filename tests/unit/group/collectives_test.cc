@@ -81,10 +81,9 @@ TEST_P(Coll, AllreduceReduceAndReduceScatterSum) {
       rs[r] = data[r];
     }
     const int root = n() - 1;
-    on_all(n(), [&](int r) {
-      return groups_[r]->allreduce(data[r].data(), count, 8, sum_i64);
-    });
-    on_all(n(), [&](int r) { return reduce(*groups_[r], red[r].data(), count, 8, sum_i64, root, 0); });
+    on_all(n(), [&](int r) { return groups_[r]->allreduce(data[r].data(), count, 8, sum_i64); });
+    on_all(n(),
+           [&](int r) { return reduce(*groups_[r], red[r].data(), count, 8, sum_i64, root, 0); });
     // reduce-scatter over n equal blocks of count/n elements.
     const std::size_t m = count / static_cast<std::size_t>(n());
     on_all(n(), [&](int r) {
@@ -94,7 +93,8 @@ TEST_P(Coll, AllreduceReduceAndReduceScatterSum) {
     for (std::size_t i = 0; i < count; ++i) {
       std::int64_t want = 0;
       for (int r = 0; r < n(); ++r) want += value(r, i);
-      for (int r = 0; r < n(); ++r) ASSERT_EQ(data[r][i], want) << "allreduce rank " << r << " i " << i;
+      for (int r = 0; r < n(); ++r)
+        ASSERT_EQ(data[r][i], want) << "allreduce rank " << r << " i " << i;
       ASSERT_EQ(red[root][i], want) << "reduce i " << i << " count " << count;
     }
     for (int r = 0; r < n(); ++r) {
@@ -115,7 +115,8 @@ TEST_P(Coll, RingAllgatherUnevenBlocks) {
   for (int r = 0; r < n(); ++r) {
     for (std::size_t i = 0; i < blocks.len[r]; ++i) data[r][blocks.begin[r] + i] = value(r, i);
   }
-  on_all(n(), [&](int r) { return ring_allgather(*groups_[r], data[r].data(), blocks, 8, 0, "ag"); });
+  on_all(n(),
+         [&](int r) { return ring_allgather(*groups_[r], data[r].data(), blocks, 8, 0, "ag"); });
   for (int r = 0; r < n(); ++r) {
     for (int b = 0; b < n(); ++b) {
       for (std::size_t i = 0; i < blocks.len[b]; ++i) {
@@ -179,7 +180,8 @@ TEST_P(Coll, GatherScatterAlltoallv) {
   for (int d = 0; d < n(); ++d) {
     std::size_t i = 0;
     for (int s = 0; s < n(); ++s) {
-      for (int c = 0; c <= s + d; ++c) ASSERT_EQ(outs[d][i++], s * 100 + d) << "to " << d << " from " << s;
+      for (int c = 0; c <= s + d; ++c)
+        ASSERT_EQ(outs[d][i++], s * 100 + d) << "to " << d << " from " << s;
     }
   }
 }
