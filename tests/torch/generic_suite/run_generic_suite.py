@@ -221,8 +221,14 @@ SLOW = {
     "test_isend_torch_profiler",
 }
 
-# Known failures of tictac (see README.md), with their reason. None at present.
-KNOWN_FAILURES: dict[str, str] = {}
+# Known failures of tictac (see README.md), with their reason. They are printed in the gloo
+# comparison but do not fail the run.
+KNOWN_FAILURES: dict[str, str] = {
+    # DDP's logger takes ProcessGroup::getBackendName(), which is backendTypeToString(CUSTOM) =
+    # "custom" for every backend registered through Backend.register_backend; the test expects
+    # dist.get_backend() ("tictac"). A torch limitation for plugin backends, not fixable here.
+    "test_ddp_logging_data_cpu": "torch names every plugin backend 'custom' in DDP logging data",
+}
 
 # Tests that must pass; any of these failing makes the run exit 1. The original 40 (from runs
 # at WORLD_SIZE=2 and 3); the collectives and DDP tests added with issue 15 are judged by the
@@ -379,7 +385,9 @@ def compare_with_gloo(names: list[str], outcome: dict, ws: int) -> list[str]:
         counts[(mine, theirs)] = counts.get((mine, theirs), 0) + 1
         if mine == "passed":
             continue
-        if mine == "failed" and theirs == "passed":
+        if mine == "failed" and theirs == "passed" and n in KNOWN_FAILURES:
+            verdict = f"ours but known (gloo passes): {KNOWN_FAILURES[n]}"
+        elif mine == "failed" and theirs == "passed":
             verdict = "OURS (gloo passes)"
             ours.append(n)
         elif mine == "failed":
