@@ -3,7 +3,7 @@ BUILD ?= build
 MESON_FLAGS ?=
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build test demo clean asan tsan format
+.PHONY: all deps build test test-torch-full demo clean asan tsan format
 
 all: build
 
@@ -21,6 +21,13 @@ build: deps $(BUILD)/build.ninja
 test: build
 	meson test -C $(BUILD) --print-errorlogs --num-processes $(JOBS); \
 	  status=$$?; scripts/test_summary.py $(BUILD) && exit $$status
+
+# torch's own generic distributed suite (tests/torch/generic_suite) on the tictac backend at
+# WORLD_SIZE=2, then the same tests on gloo: fails only on a failure that gloo passes (or a
+# regression of EXPECTED_PASS). Long (tens of minutes on 2 cores), so not part of `make test`.
+test-torch-full: build
+	.venv/bin/pip show expecttest >/dev/null 2>&1 || .venv/bin/pip install expecttest
+	PYTHONPATH=python TICTAC_BUILD_DIR=$(BUILD) .venv/bin/python tests/torch/generic_suite/run_generic_suite.py --world-size 2 --compare-gloo
 
 demo: build
 	@scripts/demo.sh $(BUILD)

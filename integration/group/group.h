@@ -76,19 +76,25 @@ class Group {
   void begin_batch() { context_->begin_batch(); }
   void end_batch() { context_->end_batch(); }
 
-  // Collectives (blocking).
-  Status barrier();
-  Status broadcast(void* data, std::size_t bytes, int root);
-  // Ring reduce-scatter + allgather over `count` elements of `elem_size` bytes.
-  Status allreduce(void* data, std::size_t count, std::size_t elem_size, const ReduceFn& reduce);
+  // Collectives (blocking); their sends leave with `priority`. More in ring.h and rooted.h.
+  Status barrier(transport::Priority priority = kCollectivePriority);
+  Status broadcast(void* data, std::size_t bytes, int root,
+                   transport::Priority priority = kCollectivePriority);
+  // Chunked, pipelined ring reduce-scatter + allgather over `count` elements (ring.h).
+  Status allreduce(void* data, std::size_t count, std::size_t elem_size, const ReduceFn& reduce,
+                   transport::Priority priority = kCollectivePriority);
   // out = concat over ranks of each rank's `bytes` bytes of `in`.
-  Status allgather(const void* in, std::size_t bytes, void* out);
+  Status allgather(const void* in, std::size_t bytes, void* out,
+                   transport::Priority priority = kCollectivePriority);
+
+  // The sequence number of the next collective (its tags); collective thread only. Every
+  // collective takes exactly one or more, the same on every rank.
+  std::uint64_t next_collective_seq() { return collective_seq_++; }
 
   // Cancels everything pending and closes connections; idempotent.
   void close();
 
  private:
-  class Step;
   Group(GroupOptions options, std::unique_ptr<transport::Context> context);
   std::string describe_rank(int rank) const;
 

@@ -6,11 +6,14 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <cstring>
 #include <condition_variable>
 #include <mutex>
+#include <utility>
 
 #include "integration/group/tags.h"
 #include "integration/torch/store_adapter.h"
+#include "integration/torch/tensors.h"
 
 namespace tictac::torch_adapter {
 namespace {
@@ -46,25 +49,6 @@ std::shared_ptr<c10::Event> record_on_current_stream(const at::Tensor& t) {
   auto ev = std::make_shared<c10::Event>(t.device().type());
   ev->record(impl.getStream(t.device()));
   return ev;
-}
-
-group::ReduceFn make_reduce(at::ScalarType dtype, c10d::ReduceOp::RedOpType op) {
-  return [dtype, op](void* acc, const void* in, std::size_t n) {
-    const auto opts = at::TensorOptions().dtype(dtype);
-    at::Tensor a = at::from_blob(acc, {static_cast<int64_t>(n)}, opts);
-    at::Tensor b = at::from_blob(const_cast<void*>(in), {static_cast<int64_t>(n)}, opts);
-    switch (op) {
-      case c10d::ReduceOp::SUM:
-      case c10d::ReduceOp::AVG: a.add_(b); break;
-      case c10d::ReduceOp::PRODUCT: a.mul_(b); break;
-      case c10d::ReduceOp::MIN: at::minimum_out(a, a, b); break;
-      case c10d::ReduceOp::MAX: at::maximum_out(a, a, b); break;
-      case c10d::ReduceOp::BAND: a.bitwise_and_(b); break;
-      case c10d::ReduceOp::BOR: a.bitwise_or_(b); break;
-      case c10d::ReduceOp::BXOR: a.bitwise_xor_(b); break;
-      default: TORCH_CHECK(false, "tictac allreduce: unsupported reduce op");
-    }
-  };
 }
 
 }  // namespace
@@ -274,20 +258,25 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::recvAnysource(std::vector<at::Tens
 
 c10::intrusive_ptr<c10d::Work> TicTacBackend::collective(c10d::OpType op,
                                                          std::vector<at::Tensor> outputs,
-                                                         std::string what,
-                                                         std::function<Status()> body) {
+                                                         std::string what, CollectiveBody body,
+                                                         const std::vector<at::Tensor>& inputs) {
   auto work = make_work(op, outputs, what);
-  // CUDA inputs: the collective thread waits for the caller's stream first.
+  // The calling thread's `with tictac.torch.priority(p)`, else ahead of parameter transfers.
+  const transport::Priority priority =
+      group::PriorityTable::thread_priority().value_or(group::kCollectivePriority);
+  // CUDA tensors: the collective thread waits for the caller's stream first.
   std::vector<std::shared_ptr<c10::Event>> ready;
-  for (const at::Tensor& t : outputs) {
-    if (t.device().is_cuda()) ready.push_back(record_on_current_stream(t));
+  for (const std::vector<at::Tensor>* list : {&std::as_const(outputs), &inputs}) {
+    for (const at::Tensor& t : *list) {
+      if (t.device().is_cuda()) ready.push_back(record_on_current_stream(t));
+    }
   }
   group::SerialExecutor* done_exec = completions_.get();
-  collectives_->post([work, body = std::move(body), ready, done_exec]() mutable {
+  collectives_->post([work, body = std::move(body), ready, done_exec, priority]() mutable {
     for (const auto& ev : ready) ev->synchronize();
     Status s;
     try {
-      s = body();
+      s = body(priority);
     } catch (const std::exception& e) {
       s = Status(StatusCode::internal, e.what());
     }
@@ -296,42 +285,10 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::collective(c10d::OpType op,
   return work;
 }
 
-namespace {
-
-// A contiguous CPU tensor with the same elements as `tensors` laid end to end: the tensor itself
-// when there is one contiguous CPU tensor, else a copy (written back by `scatter_back`).
-at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
-  if (tensors.size() == 1 && tensors[0].is_contiguous() && tensors[0].device().is_cpu()) {
-    return tensors[0];
-  }
-  std::vector<at::Tensor> parts;
-  for (const at::Tensor& t : tensors) parts.push_back(t.reshape({-1}).to(at::kCPU));
-  return at::cat(parts);
-}
-
-void scatter_back(const at::Tensor& flat, std::vector<at::Tensor>& tensors) {
-  if (tensors.size() == 1 && flat.data_ptr() == tensors[0].data_ptr()) return;
-  int64_t offset = 0;
-  for (at::Tensor& t : tensors) {
-    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
-    offset += t.numel();
-  }
-}
-
-void check_same_dtype(const std::vector<at::Tensor>& tensors, const char* op) {
-  TORCH_CHECK(!tensors.empty(), "tictac ", op, ": no tensors given");
-  for (const at::Tensor& t : tensors) {
-    TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(), "tictac ", op,
-                ": all tensors must have one dtype");
-    TORCH_CHECK(!t.is_sparse(), "tictac ", op, ": sparse tensors are not supported");
-  }
-}
-
-}  // namespace
-
 c10::intrusive_ptr<c10d::Work> TicTacBackend::barrier(const c10d::BarrierOptions&) {
   group::Group* g = group_.get();
-  return collective(c10d::OpType::BARRIER, {}, "barrier", [g] { return g->barrier(); });
+  return collective(c10d::OpType::BARRIER, {}, "barrier",
+                    [g](transport::Priority p) { return g->barrier(p); });
 }
 
 c10::intrusive_ptr<c10d::Work> TicTacBackend::broadcast(std::vector<at::Tensor>& tensors,
@@ -344,9 +301,10 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::broadcast(std::vector<at::Tensor>&
   const int root = static_cast<int>(opts.rootRank);
   std::vector<at::Tensor> ts = tensors;
   return collective(c10d::OpType::BROADCAST, tensors,
-                    "broadcast from rank " + std::to_string(root), [g, ts, root]() mutable {
+                    "broadcast from rank " + std::to_string(root),
+                    [g, ts, root](transport::Priority p) mutable {
                       at::Tensor flat = flatten(ts);
-                      Status s = g->broadcast(flat.data_ptr(), flat.nbytes(), root);
+                      Status s = g->broadcast(flat.data_ptr(), flat.nbytes(), root, p);
                       if (s.ok()) scatter_back(flat, ts);
                       return s;
                     });
@@ -355,23 +313,25 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::broadcast(std::vector<at::Tensor>&
 c10::intrusive_ptr<c10d::Work> TicTacBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                         const c10d::AllreduceOptions& opts) {
   check_same_dtype(tensors, "allreduce");
-  const auto op = opts.reduceOp.op_;
-  const at::ScalarType dtype = tensors[0].scalar_type();
-  TORCH_CHECK(op != c10d::ReduceOp::PREMUL_SUM, "tictac allreduce: PREMUL_SUM is not supported");
-  TORCH_CHECK(op != c10d::ReduceOp::AVG || at::isFloatingType(dtype) || at::isComplexType(dtype),
-              "tictac allreduce: AVG needs a floating-point tensor, got ", dtype);
+  Reduction red = make_reduction(opts.reduceOp, tensors[0].scalar_type(), size_, "allreduce");
   group::Group* g = group_.get();
-  const int n = size_;
   std::vector<at::Tensor> ts = tensors;
-  return collective(c10d::OpType::ALLREDUCE, tensors, "allreduce", [g, ts, op, dtype, n]() mutable {
-    at::Tensor flat = flatten(ts);
-    Status s = g->allreduce(flat.data_ptr(), static_cast<std::size_t>(flat.numel()),
-                            flat.element_size(), make_reduce(dtype, op));
-    if (!s.ok()) return s;
-    if (op == c10d::ReduceOp::AVG) flat.div_(n);
-    scatter_back(flat, ts);
-    return s;
-  });
+  return collective(c10d::OpType::ALLREDUCE, tensors, "allreduce",
+                    [g, ts, red](transport::Priority p) mutable {
+                      at::Tensor flat = flatten(ts);
+                      if (red.pre) red.pre(flat);
+                      Status s = g->allreduce(flat.data_ptr(), static_cast<std::size_t>(flat.numel()),
+                                              flat.element_size(), red.fn, p);
+                      if (!s.ok()) return s;
+                      if (red.post) red.post(flat);
+                      scatter_back(flat, ts);
+                      return s;
+                    });
+}
+
+c10::intrusive_ptr<c10d::Work> TicTacBackend::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  return allreduce(tensors, opts);
 }
 
 c10::intrusive_ptr<c10d::Work> TicTacBackend::allgather(
@@ -389,13 +349,14 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::allgather(
   group::Group* g = group_.get();
   std::vector<at::Tensor> outs = outputTensors[0];
   const int n = size_;
-  return collective(c10d::OpType::ALLGATHER, outs, "allgather", [g, in, outs, n]() mutable {
+  return collective(c10d::OpType::ALLGATHER, outs, "allgather",
+                    [g, in, outs, n](transport::Priority p) mutable {
     at::Tensor src = in.contiguous().to(at::kCPU);
     at::Tensor flat = at::empty({n * src.numel()}, src.options());
-    Status s = g->allgather(src.data_ptr(), src.nbytes(), flat.data_ptr());
+    Status s = g->allgather(src.data_ptr(), src.nbytes(), flat.data_ptr(), p);
     if (s.ok()) scatter_back(flat, outs);
     return s;
-  });
+  }, {in});
 }
 
 c10::intrusive_ptr<c10d::Work> TicTacBackend::_allgather_base(at::Tensor& outputBuffer,
@@ -408,13 +369,114 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::_allgather_base(at::Tensor& output
   group::Group* g = group_.get();
   at::Tensor in = inputBuffer;
   std::vector<at::Tensor> outs{outputBuffer};
-  return collective(c10d::OpType::_ALLGATHER_BASE, outs, "allgather_base", [g, in, outs]() mutable {
+  return collective(c10d::OpType::_ALLGATHER_BASE, outs, "allgather_base",
+                    [g, in, outs](transport::Priority p) mutable {
     at::Tensor src = in.contiguous().to(at::kCPU);
     at::Tensor flat = flatten(outs);
-    Status s = g->allgather(src.data_ptr(), src.nbytes(), flat.data_ptr());
+    Status s = g->allgather(src.data_ptr(), src.nbytes(), flat.data_ptr(), p);
     if (s.ok()) scatter_back(flat, outs);
     return s;
-  });
+  }, {in});
+}
+
+// --- tensors.h ------------------------------------------------------------------------------
+
+at::Tensor flatten(const std::vector<at::Tensor>& tensors) {
+  if (tensors.size() == 1 && tensors[0].is_contiguous() && tensors[0].device().is_cpu()) {
+    return tensors[0];
+  }
+  return flatten_copy(tensors);
+}
+
+at::Tensor flatten_copy(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> parts;
+  for (const at::Tensor& t : tensors) parts.push_back(t.reshape({-1}).to(at::kCPU));
+  if (parts.empty()) return at::empty({0});
+  at::Tensor out = at::cat(parts);
+  if (tensors.size() == 1 && out.data_ptr() == tensors[0].data_ptr()) out = out.clone();
+  return out;
+}
+
+void scatter_back(const at::Tensor& flat, std::vector<at::Tensor>& tensors) {
+  if (tensors.size() == 1 && flat.data_ptr() == tensors[0].data_ptr()) return;
+  int64_t offset = 0;
+  for (at::Tensor& t : tensors) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+at::Tensor pack_bytes(const std::vector<at::Tensor>& tensors) {
+  int64_t total = 0;
+  for (const at::Tensor& t : tensors) total += static_cast<int64_t>(t.nbytes());
+  at::Tensor out = at::empty({total}, at::TensorOptions().dtype(at::kByte));
+  auto* dst = static_cast<std::uint8_t*>(out.data_ptr());
+  for (const at::Tensor& t : tensors) {
+    const at::Tensor c = t.contiguous().to(at::kCPU);
+    if (c.nbytes() > 0) std::memcpy(dst, c.data_ptr(), c.nbytes());
+    dst += c.nbytes();
+  }
+  return out;
+}
+
+void unpack_into(const void* src, at::Tensor& t) {
+  if (t.numel() == 0) return;
+  at::Tensor view = at::from_blob(const_cast<void*>(src), t.sizes(),
+                                  at::TensorOptions().dtype(t.scalar_type()));
+  t.copy_(view);
+}
+
+void check_same_dtype(const std::vector<at::Tensor>& tensors, const char* op) {
+  TORCH_CHECK(!tensors.empty(), "tictac ", op, ": no tensors given");
+  for (const at::Tensor& t : tensors) {
+    TORCH_CHECK(t.scalar_type() == tensors[0].scalar_type(), "tictac ", op,
+                ": all tensors must have one dtype");
+    TORCH_CHECK(!t.is_sparse(), "tictac ", op, ": sparse tensors are not supported");
+  }
+}
+
+Reduction make_reduction(const c10d::ReduceOp& rop, at::ScalarType dtype, int world,
+                         const char* what) {
+  const auto op = rop.op_;
+  const bool floating = at::isFloatingType(dtype) || at::isComplexType(dtype);
+  TORCH_CHECK(op != c10d::ReduceOp::AVG || floating, "tictac ", what,
+              ": AVG needs a floating-point tensor, got ", dtype);
+  TORCH_CHECK(op != c10d::ReduceOp::PREMUL_SUM || floating, "tictac ", what,
+              ": PREMUL_SUM needs a floating-point tensor, got ", dtype);
+  TORCH_CHECK(op != c10d::ReduceOp::UNUSED, "tictac ", what, ": unsupported reduce op");
+  Reduction red;
+  red.fn = [dtype, op](void* acc, const void* in, std::size_t n) {
+    const auto opts = at::TensorOptions().dtype(dtype);
+    at::Tensor a = at::from_blob(acc, {static_cast<int64_t>(n)}, opts);
+    at::Tensor b = at::from_blob(const_cast<void*>(in), {static_cast<int64_t>(n)}, opts);
+    switch (op) {
+      case c10d::ReduceOp::SUM:
+      case c10d::ReduceOp::AVG:
+      case c10d::ReduceOp::PREMUL_SUM: a.add_(b); break;
+      case c10d::ReduceOp::PRODUCT: a.mul_(b); break;
+      case c10d::ReduceOp::MIN: at::minimum_out(a, a, b); break;
+      case c10d::ReduceOp::MAX: at::maximum_out(a, a, b); break;
+      case c10d::ReduceOp::BAND: a.bitwise_and_(b); break;
+      case c10d::ReduceOp::BOR: a.bitwise_or_(b); break;
+      case c10d::ReduceOp::BXOR: a.bitwise_xor_(b); break;
+      default: TORCH_CHECK(false, "tictac: unsupported reduce op");
+    }
+  };
+  if (op == c10d::ReduceOp::AVG) {
+    red.post = [world](at::Tensor& t) { t.div_(world); };
+  }
+  if (op == c10d::ReduceOp::PREMUL_SUM) {
+    const auto* sup = dynamic_cast<const c10d::PreMulSumSupplement*>(rop.supplement_.get());
+    TORCH_CHECK(sup != nullptr, "tictac ", what, ": PREMUL_SUM without a factor");
+    if (sup->tensor_factor.defined()) {
+      const at::Tensor factor = sup->tensor_factor.to(at::kCPU);
+      red.pre = [factor](at::Tensor& t) { t.mul_(factor); };
+    } else {
+      const double factor = sup->double_factor;
+      red.pre = [factor](at::Tensor& t) { t.mul_(factor); };
+    }
+  }
+  return red;
 }
 
 // ---------------------------------------------------------------------------------------------

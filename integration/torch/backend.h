@@ -1,6 +1,7 @@
 // TicTacBackend: the "tictac" c10d backend. A c10d::Backend over a tictac::group::Group: p2p
 // sends leave in the priority the scheduler installed for their tag (or the calling thread's
-// `with tictac.torch.priority(p)` override), collectives run on one collective thread, and every
+// `with tictac.torch.priority(p)` override), collectives run on one collective thread (their
+// sends ahead of parameter transfers unless the calling thread set an override), and every
 // Work completes on a completion thread (never the transport's loop thread), so future
 // callbacks may block.
 // Tensors: CPU tensors move straight from/into their storage (contiguous only). CUDA tensors are
@@ -55,6 +56,42 @@ class TicTacBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> _allgather_base(
       at::Tensor& outputBuffer, at::Tensor& inputBuffer,
       const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  // collectives.cc: the rest of c10d::Backend.
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const c10d::AllreduceCoalescedOptions& opts = c10d::AllreduceCoalescedOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce(
+      std::vector<at::Tensor>& tensors,
+      const c10d::ReduceOptions& opts = c10d::ReduceOptions()) override;
+  c10::intrusive_ptr<c10d::Work> gather(
+      std::vector<std::vector<at::Tensor>>& outputTensors, std::vector<at::Tensor>& inputTensors,
+      const c10d::GatherOptions& opts = c10d::GatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> scatter(
+      std::vector<at::Tensor>& outputTensors, std::vector<std::vector<at::Tensor>>& inputTensors,
+      const c10d::ScatterOptions& opts = c10d::ScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputTensors, std::vector<std::vector<at::Tensor>>& inputTensors,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
+      at::Tensor& outputBuffer, at::Tensor& inputBuffer,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts = c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(
+      at::Tensor& outputBuffer, at::Tensor& inputBuffer, std::vector<int64_t>& outputSplitSizes,
+      std::vector<int64_t>& inputSplitSizes,
+      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> alltoall(
+      std::vector<at::Tensor>& outputTensors, std::vector<at::Tensor>& inputTensors,
+      const c10d::AllToAllOptions& opts = c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputTensorLists,
+      std::vector<at::Tensor>& inputTensors,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
   void shutdown() override;
 
   // Coalescing (dist.batch_isend_irecv, torch's _coalescing_manager): the calling thread's p2p
@@ -76,9 +113,13 @@ class TicTacBackend : public c10d::Backend {
  private:
   c10::intrusive_ptr<TicTacWork> make_work(c10d::OpType op, std::vector<at::Tensor> outputs,
                                            std::string what);
-  // Runs a blocking collective on the collective thread; `body` returns its Status.
+  // Runs a blocking collective on the collective thread; `body` gets the priority its sends
+  // leave with (the calling thread's override, else group::kCollectivePriority) and returns its
+  // Status. CUDA `outputs` and `inputs` are waited for on the caller's current stream first.
+  using CollectiveBody = std::function<Status(transport::Priority)>;
   c10::intrusive_ptr<c10d::Work> collective(c10d::OpType op, std::vector<at::Tensor> outputs,
-                                            std::string what, std::function<Status()> body);
+                                            std::string what, CollectiveBody body,
+                                            const std::vector<at::Tensor>& inputs = {});
   c10::intrusive_ptr<c10d::Work> post_recv(std::vector<at::Tensor>& tensors, int src, int tag);
   // Adds `work` to this thread's open coalescing batch on this backend, if there is one.
   void note_coalesced(const c10::intrusive_ptr<TicTacWork>& work);

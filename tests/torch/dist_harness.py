@@ -16,7 +16,23 @@ if str(REPO / "python") not in sys.path:
     sys.path.insert(0, str(REPO / "python"))
 
 
-def _entry(fn, rank, world, init_file, backend, env, queue, args):
+def _leave_together(world, limit_s=30.0):
+    """Waits (bounded) until every rank got here through the store before the group is torn down.
+    The transport's close() can drop a rank's last eager send still queued, so a rank that leaves
+    a final collective first and closes could starve a slower peer of that message (an EOF in the
+    peer's last collective); see docs/torch.md. Tests check their ops, not that teardown race."""
+    import time
+
+    import torch.distributed as dist
+
+    store = dist.distributed_c10d._get_default_store()
+    store.add("dist_harness/leaving", 1)
+    deadline = time.monotonic() + limit_s
+    while store.add("dist_harness/leaving", 0) < world and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
+def _entry(fn, rank, world, init_file, backend, env, queue, args, sync_exit):
     os.environ.update(env)
     try:
         import torch
@@ -30,6 +46,8 @@ def _entry(fn, rank, world, init_file, backend, env, queue, args):
         )
         result = fn(rank, world, *args)
         queue.put((rank, "ok", result))
+        if sync_exit:
+            _leave_together(world)
         dist.destroy_process_group()
     except BaseException:  # noqa: BLE001 - reported to the parent
         queue.put((rank, "error", traceback.format_exc()))
@@ -45,7 +63,8 @@ def run_ranks(fn, world=2, backend="tictac", timeout=90, env=None, args=(), expe
         procs = [
             ctx.Process(
                 target=_entry,
-                args=(fn, r, world, init_file, backend, dict(env or {}), queue, tuple(args)),
+                args=(fn, r, world, init_file, backend, dict(env or {}), queue, tuple(args),
+                      not expect_exit),
             )
             for r in range(world)
         ]

@@ -41,11 +41,14 @@ if __name__ == "__main__":  # the parent: take --world-size before anything read
             os.environ["WORLD_SIZE"] = sys.argv[i + 1]
         elif a.startswith("--world-size="):
             os.environ["WORLD_SIZE"] = a.split("=", 1)[1]
+        elif a == "--backend" and i + 1 < len(sys.argv):
+            os.environ["BACKEND"] = sys.argv[i + 1]
 os.environ.setdefault("BACKEND", "tictac")
 os.environ.setdefault("WORLD_SIZE", "2")
 os.environ.setdefault("TEMP_DIR", tempfile.mkdtemp(prefix="tictac_generic_suite_"))
-# A hung test is killed after this many seconds (the suite's default is 300).
-os.environ.setdefault("DISTRIBUTED_TESTS_DEFAULT_TIMEOUT", "60")
+# A hung test is killed after this many seconds (the suite's default is 300; 60 was too short
+# for the DDP tests on the loaded 2-core machine, where starting a rank alone took 20 s).
+os.environ.setdefault("DISTRIBUTED_TESTS_DEFAULT_TIMEOUT", "180")
 # Keep the CPU count sane on small machines: every rank is a separate process.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 
@@ -67,6 +70,8 @@ from torch.testing._internal.common_distributed import DistTestCases  # noqa: E4
 
 # Without this, require_backend_is_available() cannot check a backend it doesn't know.
 DistTestCases.backend_feature["plugin"].add(os.environ["BACKEND"])
+# tictac runs DDP (CPU): the suite's DDP tests are gated on this feature list.
+DistTestCases.backend_feature["ddp"].add("tictac")
 
 from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     DistributedTest,
@@ -144,6 +149,53 @@ SELECTED = [
     "test_all_gather_coalesced_full_group",
     "test_all_gather_coalesced_group",
     "test_all_gather_coalesced_with_empty",
+    # reduce
+    "test_reduce_sum",
+    "test_reduce_max",
+    "test_reduce_min",
+    "test_reduce_product",
+    "test_reduce_sum_twice",
+    "test_reduce_full_group_sum",
+    "test_reduce_full_group_max",
+    "test_reduce_full_group_min",
+    "test_reduce_full_group_product",
+    # coalesced allreduce (gated on gloo by the suite itself)
+    "test_all_reduce_coalesced_sum",
+    "test_all_reduce_coalesced_max",
+    "test_all_reduce_coalesced_min",
+    "test_all_reduce_coalesced_product",
+    # gather / scatter
+    "test_gather",
+    "test_gather_checks",
+    "test_gather_full_group",
+    "test_scatter",
+    "test_scatter_checks",
+    "test_scatter_complex",
+    "test_scatter_full_group",
+    # (the suite's all_to_all tests run on CPU for MPI only: skipped for every other backend)
+    # DDP on CPU (tictac in backend_feature["ddp"])
+    "test_DistributedDataParallelCPU",
+    "test_DistributedDataParallelCPU_grad_is_view",
+    "test_accumulate_gradients_no_sync_allreduce_hook",
+    "test_ddp_broadcast_buffer",
+    "test_ddp_buffer_hook_allreduce",
+    "test_ddp_comm_hook_logging",
+    "test_ddp_control_flow_same_across_ranks",
+    "test_ddp_create_graph",
+    "test_ddp_grad_div_uneven_inputs",
+    "test_ddp_hook_parity_allreduce",
+    "test_ddp_hook_parity_allreduce_process_group",
+    "test_ddp_ignore_params_arg",
+    "test_ddp_inference",
+    "test_ddp_join_model_equivalence",
+    "test_ddp_logging_data_cpu",
+    "test_ddp_namedtuple",
+    "test_ddp_new_tensor_in_fwd",
+    "test_ddp_shared_grad_acc_unused_params",
+    "test_ddp_static_graph_nested_types",
+    "test_ddp_sync_module_states",
+    "test_ddp_uneven_inputs",
+    "test_ddp_zero_output_features",
 ]
 
 # These use the subgroup [1, 2] and are decorated @skip_if_small_worldsize, which exits every
@@ -169,21 +221,31 @@ SLOW = {
     "test_isend_torch_profiler",
 }
 
-# Known failures (see README.md): tictac has no allgather_coalesced.
-KNOWN_FAILURES = {
-    "test_all_gather_coalesced_simple": "Backend tictac does not support allgather_coalesced",
-    "test_all_gather_coalesced_complex": "Backend tictac does not support allgather_coalesced",
-    "test_all_gather_coalesced_full_group": "Backend tictac does not support allgather_coalesced",
-    "test_all_gather_coalesced_with_empty": "Backend tictac does not support allgather_coalesced",
-    "test_all_gather_coalesced_group": "Backend tictac does not support allgather_coalesced",
+# Known failures of tictac (see README.md), with their reason. They are printed in the gloo
+# comparison but do not fail the run.
+KNOWN_FAILURES: dict[str, str] = {
+    # DDP's logger takes ProcessGroup::getBackendName(), which is backendTypeToString(CUSTOM) =
+    # "custom" for every backend registered through Backend.register_backend; the test expects
+    # dist.get_backend() ("tictac"). A torch limitation for plugin backends, not fixable here.
+    "test_ddp_logging_data_cpu": "torch names every plugin backend 'custom' in DDP logging data",
 }
 
-# Tests that must pass; any of these failing (or being skipped) makes the run exit 1.
-# Collected from runs at WORLD_SIZE=2 (all 40 below) and 3 (a subset of 11, all passing).
-# The NEEDS_WORLD_SIZE_8 tests have not been run against tictac, so they are not in it.
-EXPECTED_PASS = [
-    n for n in SELECTED if n not in KNOWN_FAILURES and n not in NEEDS_WORLD_SIZE_8
+# Tests that must pass; any of these failing makes the run exit 1. The original 40 (from runs
+# at WORLD_SIZE=2 and 3) plus those of issue 15 confirmed at WORLD_SIZE=2 (2026-12-03); the
+# other added tests are judged by the comparison with gloo (--compare-gloo) until a full run
+# has confirmed them.
+CONFIRMED_ISSUE_15 = [
+    "test_reduce_sum", "test_reduce_max", "test_reduce_full_group_min", "test_reduce_sum_twice",
+    "test_gather", "test_gather_checks", "test_scatter", "test_scatter_checks",
+    "test_scatter_complex", "test_all_gather_coalesced_simple",
+    "test_all_gather_coalesced_complex", "test_all_gather_coalesced_with_empty",
+    "test_DistributedDataParallelCPU", "test_DistributedDataParallelCPU_grad_is_view",
 ]
+EXPECTED_PASS = [
+    n for n in SELECTED[: SELECTED.index("test_all_gather_coalesced_with_empty") + 1]
+    if n not in KNOWN_FAILURES and n not in NEEDS_WORLD_SIZE_8
+    and not n.startswith("test_all_gather_coalesced")
+] + CONFIRMED_ISSUE_15
 
 
 # --- running and reporting ---------------------------------------------------------------------
@@ -220,6 +282,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("-v", "--verbose", action="store_true", help="unittest verbosity 2")
     ap.add_argument(
         "--tests", nargs="*", default=None, help="explicit test names (default: SELECTED)"
+    )
+    ap.add_argument("--backend", default=os.environ["BACKEND"], help="tictac (default) or gloo")
+    ap.add_argument("--json", default=None, help="also write {test: [outcome, reason]} here")
+    ap.add_argument(
+        "--compare-gloo", action="store_true",
+        help="run the same tests on gloo too (a child process) and judge failures against it",
     )
     args = ap.parse_args(argv)
     ws = args.world_size
@@ -282,7 +350,63 @@ def main(argv: list[str]) -> int:
         for n in regressions:
             print(f"  {n}: {failed.get(n) or skipped.get(n)}")
     print(f"{len(passed)} passed, {len(failed)} failed, {len(skipped)} skipped")
-    return 1 if regressions else 0
+    outcome = {n: ["passed", ""] for n in passed}
+    outcome.update({n: ["failed", why] for n, why in failed.items()})
+    outcome.update({n: ["skipped", why] for n, why in skipped.items()})
+    if args.json:
+        import json
+
+        with open(args.json, "w") as f:
+            json.dump(outcome, f)
+    ours = []
+    if args.compare_gloo and os.environ["BACKEND"] != "gloo":
+        ours = compare_with_gloo(names, outcome, ws)
+    return 1 if regressions or ours else 0
+
+
+def compare_with_gloo(names: list[str], outcome: dict, ws: int) -> list[str]:
+    """Runs `names` on gloo in a child process and prints, for every test that did not pass on
+    tictac, what gloo did. A failure is ours only when gloo passes the same test; the names of
+    those are returned."""
+    import json
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "gloo.json")
+        env = dict(os.environ, BACKEND="gloo", TEMP_DIR=tempfile.mkdtemp(prefix="gloo_suite_"))
+        cmd = [sys.executable, __file__, "--backend", "gloo", "--world-size", str(ws),
+               "--json", out, "--tests", *names]
+        proc = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, check=False)
+        if not os.path.exists(out):
+            print(f"gloo comparison run failed (exit {proc.returncode}):\n{proc.stdout[-2000:]}")
+            return ["<gloo comparison run>"]
+        with open(out) as f:
+            gloo = json.load(f)
+    print()
+    print(f"=== comparison with gloo (same tests, WORLD_SIZE={ws}) ===")
+    counts = {}
+    ours = []
+    for n in names:
+        mine, why = outcome.get(n, ["missing", ""])
+        theirs = gloo.get(n, ["missing", ""])[0]
+        counts[(mine, theirs)] = counts.get((mine, theirs), 0) + 1
+        if mine == "passed":
+            continue
+        if mine == "failed" and theirs == "passed" and n in KNOWN_FAILURES:
+            verdict = f"ours but known (gloo passes): {KNOWN_FAILURES[n]}"
+        elif mine == "failed" and theirs == "passed":
+            verdict = "OURS (gloo passes)"
+            ours.append(n)
+        elif mine == "failed":
+            verdict = f"not ours (gloo {theirs})"
+        else:
+            verdict = f"skipped on tictac, gloo {theirs}"
+        print(f"  {n}: tictac {mine}, gloo {theirs} -> {verdict}; {why}")
+    for (mine, theirs), k in sorted(counts.items()):
+        print(f"  tictac {mine:7s} / gloo {theirs:7s}: {k}")
+    print(f"failures that gloo passes (ours): {len(ours)}")
+    return ours
 
 
 if __name__ == "__main__":

@@ -1,0 +1,105 @@
+#!/usr/bin/env python
+"""Allreduce bus bandwidth of the "tictac" c10d backend against gloo, same run, same processes.
+
+    flock /tmp/tictac-bench.lock .venv/bin/python bench/allreduce_vs_gloo.py \
+        [--ranks 4] [--mib 64] [--rounds 7] [--dtype float32]
+
+`--ranks` processes on loopback each join a tictac group (the default group) and a gloo group.
+Every round runs one allreduce on each backend, in alternating order (paired, interleaved
+rounds), after a barrier; a round's time is the slowest rank's (a MAX over ranks). One warm-up
+round per backend is dropped. Bus bandwidth = 2 (n-1)/n x bytes / time (the traffic each rank
+sends in a bandwidth-optimal allreduce). Prints per-round numbers, the medians and the ratio
+tictac / gloo, and checks that both backends produced the same sum.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import pathlib
+import statistics
+import sys
+import tempfile
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "python"))
+
+
+def _rank(rank, world, init_file, mib, rounds, dtype_name, queue):
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    import tictac.torch  # noqa: F401
+
+    dist.init_process_group("tictac", init_method=f"file://{init_file}", rank=rank,
+                            world_size=world)
+    gloo = dist.new_group(backend="gloo")
+    dtype = getattr(torch, dtype_name)
+    n = (mib << 20) // torch.empty((), dtype=dtype).element_size()
+    base = torch.rand(n, generator=torch.Generator().manual_seed(rank)).to(dtype)
+    bufs = {"tictac": base.clone(), "gloo": base.clone()}
+    groups = {"tictac": None, "gloo": gloo}
+    times = {"tictac": [], "gloo": []}
+    for r in range(rounds + 1):
+        order = ["tictac", "gloo"] if r % 2 == 0 else ["gloo", "tictac"]
+        for name in order:
+            buf = bufs[name]
+            buf.copy_(base)
+            dist.barrier(group=gloo)
+            t0 = time.perf_counter()
+            dist.all_reduce(buf, group=groups[name])
+            dt = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            dist.all_reduce(dt, op=dist.ReduceOp.MAX, group=gloo)
+            if r > 0:
+                times[name].append(dt.item())
+    same = torch.allclose(bufs["tictac"], bufs["gloo"], rtol=1e-4, atol=1e-4)
+    if rank == 0:
+        queue.put((times, bool(same)))
+    dist.barrier(group=gloo)
+    dist.destroy_process_group()
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ranks", type=int, default=4)
+    ap.add_argument("--mib", type=int, default=64)
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--dtype", default="float32")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch.multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    queue = ctx.Queue()
+    with tempfile.TemporaryDirectory() as tmp:
+        init = os.path.join(tmp, "init")
+        procs = [ctx.Process(target=_rank, args=(r, args.ranks, init, args.mib, args.rounds,
+                                                   args.dtype, queue))
+                 for r in range(args.ranks)]
+        for p in procs:
+            p.start()
+        times, same = queue.get(timeout=1800)
+        for p in procs:
+            p.join(timeout=60)
+        if any(p.exitcode != 0 for p in procs):
+            print("a rank failed:", [p.exitcode for p in procs], file=sys.stderr)
+            return 1
+    n = args.ranks
+    nbytes = args.mib << 20
+    busbw = {k: [2 * (n - 1) / n * nbytes / t / 1e9 for t in v] for k, v in times.items()}
+    print(f"allreduce {args.mib} MiB {args.dtype}, {n} ranks on loopback, {args.rounds} paired rounds")
+    for k in ("tictac", "gloo"):
+        print(f"  {k:7s} time ms: " + " ".join(f"{t * 1e3:.0f}" for t in times[k]))
+        print(f"  {k:7s} busbw GB/s: " + " ".join(f"{b:.2f}" for b in busbw[k]))
+    med = {k: statistics.median(v) for k, v in busbw.items()}
+    ratios = [a / b for a, b in zip(busbw["tictac"], busbw["gloo"])]
+    print(f"median busbw: tictac {med['tictac']:.2f} GB/s, gloo {med['gloo']:.2f} GB/s, "
+          f"ratio {med['tictac'] / med['gloo']:.2f}x (median of paired ratios "
+          f"{statistics.median(ratios):.2f}x)")
+    print(f"results equal: {same}")
+    return 0 if same else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

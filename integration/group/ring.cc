@@ -1,0 +1,186 @@
+#include "integration/group/ring.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/tunables.h"
+#include "integration/group/flow.h"
+#include "integration/group/tags.h"
+
+namespace tictac::group {
+namespace {
+
+const SizeTunable kChunkBytesTunable{
+    "TICTAC_RING_CHUNK_BYTES", kRingChunkBytes,
+    "ring collectives (allreduce, reduce-scatter, allgather of the torch backend): bytes per "
+    "pipelined chunk of each rank's block (at most 32 chunks a block)"};
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+// Sub-range j of `len` elements split k ways.
+struct Range {
+  std::size_t begin;
+  std::size_t len;
+};
+Range split(std::size_t len, int k, int j) {
+  const std::size_t base = len / static_cast<std::size_t>(k);
+  const std::size_t rem = len % static_cast<std::size_t>(k);
+  const auto uj = static_cast<std::size_t>(j);
+  return {uj * base + std::min(uj, rem), base + (uj < rem ? 1 : 0)};
+}
+
+// The ring of one collective. Steps [0, n-1) are reduce-scatter, [n-1, 2(n-1)) allgather; a run
+// covers steps [first, last). Shifted so that rank r ends reduce-scatter holding block r:
+//   reduce-scatter step s: send block r-s-1, receive block r-s-2 (into scratch, then reduce)
+//   allgather step t:      send block r-t,   receive block r-t-1 (in place)
+class Ring {
+ public:
+  Ring(Group& g, std::byte* data, const Blocks& blocks, std::size_t elem, const ReduceFn* reduce,
+       transport::Priority priority, const std::string& what, int first, int last,
+       std::size_t chunk_bytes)
+      : data_(data),
+        blocks_(blocks),
+        elem_(elem),
+        reduce_(reduce),
+        first_(first),
+        last_(last),
+        n_(g.size()),
+        r_(g.rank()),
+        seq_(g.next_collective_seq()),
+        flow_(g, what + " #" + std::to_string(seq_), priority) {
+    const std::size_t max_bytes = blocks.max_len() * elem;
+    const int steps = 2 * (n_ - 1);
+    const int tag_limit = std::max(1, (kMaxCollectiveSteps - 1) / std::max(1, steps));
+    chunks_ = static_cast<int>(
+        std::clamp<std::size_t>((max_bytes + chunk_bytes - 1) / chunk_bytes, 1,
+                                static_cast<std::size_t>(std::min(kRingMaxChunks, tag_limit))));
+    if (first_ < n_ - 1) {
+      chunk_slot_ = (blocks.max_len() + static_cast<std::size_t>(chunks_) - 1) /
+                    static_cast<std::size_t>(chunks_);
+      scratch_.resize(chunk_slot_ * static_cast<std::size_t>(chunks_) * elem);
+    }
+    step_.assign(static_cast<std::size_t>(chunks_), first_);
+    left_in_step_.assign(static_cast<std::size_t>(chunks_), 0);
+  }
+
+  Status run() {
+    if (n_ == 1 || first_ >= last_) return Status::Ok();
+    for (int j = 0; j < chunks_; ++j) post(j);
+    while (flow_.outstanding() > 0) {
+      Result<std::uint64_t> key = flow_.next();
+      if (!key.ok()) return key.status();
+      const int j = static_cast<int>(*key >> 1);
+      const bool is_recv = (*key & 1) != 0;
+      const int s = step_[static_cast<std::size_t>(j)];
+      if (is_recv && s < n_ - 1) {  // reduce-scatter: fold the received piece in
+        const Range piece = chunk(recv_block(s), j);
+        if (piece.len > 0) {
+          (*reduce_)(data_ + piece.begin * elem_, slot(j), piece.len);
+        }
+      }
+      if (--left_in_step_[static_cast<std::size_t>(j)] == 0) {
+        ++step_[static_cast<std::size_t>(j)];
+        if (step_[static_cast<std::size_t>(j)] < last_) post(j);
+      }
+    }
+    return Status::Ok();
+  }
+
+ private:
+  int send_block(int s) const {
+    return s < n_ - 1 ? mod(r_ - s - 1, n_) : mod(r_ - (s - (n_ - 1)), n_);
+  }
+  int recv_block(int s) const {
+    return s < n_ - 1 ? mod(r_ - s - 2, n_) : mod(r_ - (s - (n_ - 1)) - 1, n_);
+  }
+  // Chunk j of block b, as absolute elements of the buffer.
+  Range chunk(int b, int j) const {
+    const Range in = split(blocks_.len[static_cast<std::size_t>(b)], chunks_, j);
+    return {blocks_.begin[static_cast<std::size_t>(b)] + in.begin, in.len};
+  }
+  std::byte* slot(int j) {
+    return scratch_.data() + static_cast<std::size_t>(j) * chunk_slot_ * elem_;
+  }
+
+  void post(int j) {
+    const int s = step_[static_cast<std::size_t>(j)];
+    const std::uint64_t tag = collective_tag(seq_, s * chunks_ + j);
+    const Range out = chunk(send_block(s), j);
+    const Range in = chunk(recv_block(s), j);
+    std::byte* dst = s < n_ - 1 ? slot(j) : data_ + in.begin * elem_;
+    left_in_step_[static_cast<std::size_t>(j)] = 2;
+    flow_.send(static_cast<std::uint64_t>(j) << 1, mod(r_ + 1, n_), tag, data_ + out.begin * elem_,
+               out.len * elem_);
+    flow_.recv((static_cast<std::uint64_t>(j) << 1) | 1, mod(r_ - 1, n_), tag, dst, in.len * elem_);
+  }
+
+  std::byte* data_;
+  const Blocks& blocks_;
+  std::size_t elem_;
+  const ReduceFn* reduce_;
+  int first_, last_, n_, r_;
+  std::uint64_t seq_;
+  Flow flow_;
+  int chunks_ = 1;
+  std::size_t chunk_slot_ = 0;  // elements per scratch slot
+  std::vector<std::byte> scratch_;
+  std::vector<int> step_;          // by chunk: the step it is in
+  std::vector<int> left_in_step_;  // by chunk: transfers of that step not yet finished
+};
+
+}  // namespace
+
+Blocks Blocks::even(std::size_t count, int n) {
+  Blocks b;
+  for (int k = 0; k < n; ++k) {
+    const Range r = split(count, n, k);
+    b.begin.push_back(r.begin);
+    b.len.push_back(r.len);
+  }
+  return b;
+}
+
+Blocks Blocks::equal(std::size_t len, int n) {
+  Blocks b;
+  for (int k = 0; k < n; ++k) {
+    b.begin.push_back(static_cast<std::size_t>(k) * len);
+    b.len.push_back(len);
+  }
+  return b;
+}
+
+std::size_t Blocks::max_len() const {
+  return len.empty() ? 0 : *std::max_element(len.begin(), len.end());
+}
+
+Status ring_reduce_scatter(Group& g, void* data, const Blocks& blocks, std::size_t elem_size,
+                           const ReduceFn& reduce, transport::Priority priority,
+                           const std::string& what) {
+  Result<std::uint64_t> chunk = kChunkBytesTunable.get();
+  if (!chunk.ok()) return chunk.status();
+  Ring ring(g, static_cast<std::byte*>(data), blocks, elem_size, &reduce, priority, what, 0,
+            g.size() - 1, std::max<std::size_t>(*chunk, 1));
+  return ring.run();
+}
+
+Status ring_allgather(Group& g, void* data, const Blocks& blocks, std::size_t elem_size,
+                      transport::Priority priority, const std::string& what) {
+  Result<std::uint64_t> chunk = kChunkBytesTunable.get();
+  if (!chunk.ok()) return chunk.status();
+  Ring ring(g, static_cast<std::byte*>(data), blocks, elem_size, nullptr, priority, what,
+            g.size() - 1, 2 * (g.size() - 1), std::max<std::size_t>(*chunk, 1));
+  return ring.run();
+}
+
+Status ring_allreduce(Group& g, void* data, std::size_t count, std::size_t elem_size,
+                      const ReduceFn& reduce, transport::Priority priority,
+                      const std::string& what) {
+  const Blocks blocks = Blocks::even(count, g.size());
+  Result<std::uint64_t> chunk = kChunkBytesTunable.get();
+  if (!chunk.ok()) return chunk.status();
+  Ring ring(g, static_cast<std::byte*>(data), blocks, elem_size, &reduce, priority, what, 0,
+            2 * (g.size() - 1), std::max<std::size_t>(*chunk, 1));
+  return ring.run();
+}
+
+}  // namespace tictac::group

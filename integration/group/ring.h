@@ -1,0 +1,49 @@
+// Ring collectives over a Group, chunked and pipelined: reduce-scatter, allgather and allreduce
+// (reduce-scatter then allgather in one pass). Every block is split into chunks of about
+// kRingChunkBytes; each chunk runs its own ring (n-1 or 2(n-1) steps), and a chunk moves to its
+// next step as soon as its own transfers of this step finished (and, in reduce-scatter, its
+// received piece is reduced), so reductions overlap the transfers of the other chunks. Each
+// rank sends (n-1)/n of the data per phase: bandwidth-optimal.
+//
+// Buffers are the caller's (no flatten through a second buffer); reduce-scatter needs one
+// block of scratch. Calls follow Group's collective contract (same order on every rank, one
+// collective thread, blocking, error naming the ranks).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "common/status.h"
+#include "integration/group/group.h"
+
+namespace tictac::group {
+
+inline constexpr std::size_t kRingChunkBytes = std::size_t{1} << 20;  // TICTAC_RING_CHUNK_BYTES
+inline constexpr int kRingMaxChunks = 32;                             // per block
+
+// Block r of a buffer: elements [begin[r], begin[r] + len[r]).
+struct Blocks {
+  std::vector<std::size_t> begin;
+  std::vector<std::size_t> len;
+  // `count` elements split n ways as evenly as possible (the first count % n get one more).
+  static Blocks even(std::size_t count, int n);
+  // n blocks of `len` elements laid end to end.
+  static Blocks equal(std::size_t len, int n);
+  std::size_t max_len() const;
+};
+
+// On return block rank() of `data` holds the reduction over ranks of their block rank(); the
+// other blocks are left partly reduced (scratch).
+Status ring_reduce_scatter(Group& g, void* data, const Blocks& blocks, std::size_t elem_size,
+                           const ReduceFn& reduce, transport::Priority priority,
+                           const std::string& what);
+// Block rank() of `data` is this rank's input; on return every block holds its rank's input.
+Status ring_allgather(Group& g, void* data, const Blocks& blocks, std::size_t elem_size,
+                      transport::Priority priority, const std::string& what);
+// In-place allreduce of `count` elements.
+Status ring_allreduce(Group& g, void* data, std::size_t count, std::size_t elem_size,
+                      const ReduceFn& reduce, transport::Priority priority,
+                      const std::string& what);
+
+}  // namespace tictac::group
