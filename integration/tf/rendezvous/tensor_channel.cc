@@ -3,6 +3,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -26,6 +28,15 @@ constexpr std::size_t kRequestBytes = 16 * 1024;  // id, step, priority, key len
 constexpr std::size_t kHeaderBytes = 8 * 1024;    // fixed part, dims, status message
 constexpr std::size_t kMaxDims = 64;
 constexpr int kRequestSlots = 8;
+
+// TICTAC_TF_TRACE=1: one stderr line per tensor sent (diagnostics, docs/tf.md).
+bool trace_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TICTAC_TF_TRACE");
+    return v != nullptr && *v != '\0' && std::string(v) != "0";
+  }();
+  return on;
+}
 
 transport::Tag header_tag(std::uint64_t id) { return 4 * id + 2; }
 transport::Tag payload_tag(std::uint64_t id) { return 4 * id + 3; }
@@ -150,8 +161,9 @@ class TensorChannel::Impl : public std::enable_shared_from_this<TensorChannel::I
   void post_request_recv(Slot* slot);
   void on_request(Slot* slot, std::size_t n, PeerId source);
   void send_reply(PeerId peer, std::uint64_t id, std::int64_t step, std::int64_t priority,
-                  TensorHeader header, const void* payload, Keepalive keep);
-  void note_sent(PeerId peer, std::int64_t step, std::int64_t priority, std::uint64_t bytes);
+                  const std::string& key, TensorHeader header, const void* payload, Keepalive keep);
+  void note_sent(PeerId peer, std::int64_t step, std::int64_t priority, std::uint64_t bytes,
+                 const std::string& key);
 
   void finish(const std::shared_ptr<Fetch>& f, int code, const std::string& message);
   void fail_transport(const std::shared_ptr<Fetch>& f, const Status& s, const char* what);
@@ -185,14 +197,20 @@ void TensorChannel::Impl::on_request(Slot* slot, std::size_t n, PeerId source) {
   std::weak_ptr<Impl> weak = weak_from_this();
   const std::uint64_t id = req.id;
   const std::int64_t step = req.step_id, priority = req.priority;
-  serve(req, [weak, source, id, step, priority](TensorHeader h, const void* payload, Keepalive keep) {
+  std::string key = trace_enabled() ? req.key : std::string();
+  serve(req, [weak, source, id, step, priority, key](TensorHeader h, const void* payload,
+                                                      Keepalive keep) {
     if (auto self = weak.lock())
-      self->send_reply(source, id, step, priority, std::move(h), payload, std::move(keep));
+      self->send_reply(source, id, step, priority, key, std::move(h), payload, std::move(keep));
   });
 }
 
 void TensorChannel::Impl::note_sent(PeerId peer, std::int64_t step, std::int64_t priority,
-                                    std::uint64_t bytes) {
+                                    std::uint64_t bytes, const std::string& key) {
+  if (!key.empty())
+    std::fprintf(stderr, "tictac-tf sent step=%lld peer=%llu priority=%lld bytes=%llu key=%s\n",
+                 static_cast<long long>(step), static_cast<unsigned long long>(peer),
+                 static_cast<long long>(priority), static_cast<unsigned long long>(bytes), key.c_str());
   g_sent_tensors++;
   g_sent_bytes += static_cast<std::int64_t>(bytes);
   if (max_sent.size() > 4096) max_sent.clear();
@@ -204,8 +222,8 @@ void TensorChannel::Impl::note_sent(PeerId peer, std::int64_t step, std::int64_t
 }
 
 void TensorChannel::Impl::send_reply(PeerId peer, std::uint64_t id, std::int64_t step,
-                                     std::int64_t priority, TensorHeader header,
-                                     const void* payload, Keepalive keep) {
+                                     std::int64_t priority, const std::string& key,
+                                     TensorHeader header, const void* payload, Keepalive keep) {
   if (header.code != kCodeOk) header.payload_bytes = 0;
   struct Out {
     std::vector<char> header;
@@ -220,9 +238,9 @@ void TensorChannel::Impl::send_reply(PeerId peer, std::uint64_t id, std::int64_t
   out->header_region.emplace(std::move(*hr));
   const std::uint64_t bytes = header.payload_bytes;
   std::weak_ptr<Impl> weak = weak_from_this();
-  auto sent = [weak, out, peer, step, priority, bytes](const Status& s, std::uint64_t, PeerId) {
+  auto sent = [weak, out, peer, step, priority, bytes, key](const Status& s, std::uint64_t, PeerId) {
     auto self = weak.lock();
-    if (self && s.ok()) self->note_sent(peer, step, priority, bytes);
+    if (self && s.ok()) self->note_sent(peer, step, priority, bytes, key);
   };
   if (bytes == 0) {
     ctx->send(peer, header_tag(id), *out->header_region, 0, out->header.size(), priority, sent);

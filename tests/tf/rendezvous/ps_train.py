@@ -2,7 +2,7 @@
 replication): variables on /job:ps/task:0, compute on /job:worker/task:I, each worker with its
 own tf.distribute.Server and Session. ``--protocol grpc`` or ``grpc+tictac`` is the only change.
 
-Deterministic: workers take turns (turn files in ``--dir``: worker i runs global step 2*s+i),
+Deterministic: workers take turns (turn files in ``--dir``: of N workers, worker i runs global step N*s+i),
 so the final weights depend only on the data, never on timing. Float64 MLP; the variables are
 declared last layer first (so TF's natural fetch order is not the forward order).
 
@@ -50,7 +50,7 @@ def build(args, index):
     with tf.device("/job:ps/task:0"):
         for k in reversed(range(args.layers)):  # declared last layer first
             w = tf.Variable(init[k][0], name=f"w{k + 1}", dtype=tf.float64)
-            b = tf.Variable(init[k][1], name=f"b{k + 1}", dtype=tf.float64)
+            b = None if args.no_bias else tf.Variable(init[k][1], name=f"b{k + 1}", dtype=tf.float64)
             params[k] = (w, b)
     data = np.random.default_rng(100 + index)
     x = data.standard_normal((args.batch, dims[0]))
@@ -58,11 +58,11 @@ def build(args, index):
     with tf.device(f"/job:worker/task:{index}"):
         h = tf.constant(x)
         for k, (w, b) in enumerate(params):
-            h = tf.matmul(h, w) + b
+            h = tf.matmul(h, w) if b is None else tf.matmul(h, w) + b
             if k + 1 < args.layers:
                 h = tf.tanh(h)
         loss = tf.reduce_mean(tf.square(h - tf.constant(y)))
-        variables = [v for pair in params for v in pair]
+        variables = [v for pair in params for v in pair if v is not None]
         grads = tf.gradients(loss, variables)
     train = tf.compat.v1.train.GradientDescentOptimizer(0.1).apply_gradients(zip(grads, variables))
     return variables, loss, train
@@ -89,13 +89,14 @@ def run_worker(args, cluster, d: pathlib.Path):
                     (d / "error.json").write_text(json.dumps(
                         {"type": type(exc).__name__, "message": str(exc)[:4000], "time": time.time()}))
                     sys.exit(3)
+            nw = cluster.num_tasks("worker")
             for s in range(args.steps):
-                turn = 2 * s + args.index
+                turn = nw * s + args.index
                 wait_file(d / f"turn{turn}", args.timeout)
                 sess.run(train)
                 (d / f"turn{turn + 1}").touch()
             if args.index == 0:
-                wait_file(d / f"turn{2 * args.steps}", args.timeout)
+                wait_file(d / f"turn{nw * args.steps}", args.timeout)
                 values = sess.run(variables)
                 np.savez(d / "weights.npz", **{f"p{i}": v for i, v in enumerate(values)})
     (d / f"worker{args.index}.json").write_text(json.dumps(stats()))
@@ -115,6 +116,7 @@ def main():
     ap.add_argument("--layers", type=int, default=3)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--timeout", type=float, default=90)
+    ap.add_argument("--no-bias", action="store_true", help="weights only (the order test)")
     ap.add_argument("--forever", action="store_true")
     args = ap.parse_args()
     d = pathlib.Path(args.dir)
