@@ -5,10 +5,12 @@ on loopback (ps_train.py), the only change between runs being ``protocol=``.
   grpc+tictac every cross-task tensor went through TicTac (sent/received counts > 0 in every
   process, gRPC RecvTensor calls 0); with grpc the TicTac counters stay 0.
 - Order, enforced at the PS: 4 x 2 MiB weights declared last layer first, TICTAC_WINDOW=1,
-  TICTAC_RATE_LIMIT=200M: the PS sends every step's weights in TIC order (out_of_order 0);
+  TICTAC_RATE_LIMIT=50M (a weight takes 40 ms, so a step's fetches queue up): the PS sends every step's weights in TIC order (out_of_order 0);
   counter-check, TICTAC_PRIORITY=0 (the transport ignores priorities): out of order > 0.
 - A killed PS: the worker's step fails with UnavailableError naming the PS task, within
   TICTAC_TIMEOUT.
+- ParameterServerStrategy(rpc_layer="grpc+tictac") trains a small Keras model (custom loop) to
+  grpc's weights, its tensors through TicTac.
 - Bad TICTAC_TF_PORT_OFFSET: server creation fails with InvalidArgumentError naming it.
 """
 import json
@@ -28,14 +30,17 @@ LIB = pathlib.Path(os.environ.get("TICTAC_BUILD_DIR", tc.REPO / "build")) / "int
 if not LIB.is_file():  # the meson test exists only when it is built: fail, do not skip quietly
     pytest.fail(f"{LIB} is not built (meson option tf_rendezvous)", pytrace=False)
 
-ORDER_ENV = {"TICTAC_WINDOW": "1", "TICTAC_RATE_LIMIT": "200M"}
+ORDER_ENV = {"TICTAC_WINDOW": "1", "TICTAC_RATE_LIMIT": "50M"}
 ORDER_ARGS = ["--dim", "512", "--layers", "4", "--steps", "4", "--batch", "8", "--no-bias"]
+
+
+KILL_TIMEOUT_S = 5
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """All four clusters at once (they only share the CPU): grpc, grpc+tictac, and the order run
-    with and without priorities."""
+    """All five clusters at once (they only share the CPU): grpc, grpc+tictac, the order run with
+    and without priorities, and the run whose PS is killed once the worker has done 2 steps."""
     base = tmp_path_factory.mktemp("rdv")
     clusters = {
         "grpc": tc.Cluster(base / "grpc", "grpc", args=["--steps", "3"]),
@@ -43,13 +48,35 @@ def runs(tmp_path_factory):
         "tic": tc.Cluster(base / "tic", "grpc+tictac", workers=1, extra_env=ORDER_ENV, args=ORDER_ARGS),
         "fifo": tc.Cluster(base / "fifo", "grpc+tictac", workers=1,
                            extra_env={**ORDER_ENV, "TICTAC_PRIORITY": "0"}, args=ORDER_ARGS),
+        "kill": tc.Cluster(base / "kill", "grpc+tictac", workers=1,
+                           extra_env={"TICTAC_TIMEOUT": f"{KILL_TIMEOUT_S}s"}, worker_args=["--forever"]),
     }
+    pss = {proto: subprocess.Popen([tc.PY, str(tc.HERE / "pss_train.py"), proto], env=tc.env(),
+                                   stdout=open(base / f"pss_{proto}.json", "w"),
+                                   stderr=open(base / f"pss_{proto}.log", "w"))
+           for proto in ("grpc", "grpc+tictac")}
+    kill = clusters["kill"]
+    killed = None
+    deadline = time.monotonic() + 200
+    while time.monotonic() < deadline and kill.procs["worker0"].poll() is None:
+        if (kill.d / "step2").exists():
+            killed = time.time()
+            kill.kill("ps")
+            break
+        time.sleep(0.05)
     rcs = {name: c.wait(timeout=240) for name, c in clusters.items()}
-    return clusters, rcs
+    for proto, p in pss.items():
+        try:
+            rcs["pss_" + proto] = p.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rcs["pss_" + proto] = "killed after 120s"
+    clusters["base"] = base
+    return clusters, rcs, killed
 
 
 def _ok(runs, name):
-    clusters, rcs = runs
+    clusters, rcs, _ = runs
     c = clusters[name]
     bad = {k: v for k, v in rcs[name].items() if v != 0}
     assert not bad, f"{name}: {bad}\n" + "\n".join(f"--- {k}\n{c.log(k)}" for k in bad)
@@ -99,23 +126,36 @@ def test_ps_sends_in_tic_order(runs):
     assert fifo["out_of_order"] > 0, fifo
 
 
-def test_killed_ps_fails_within_timeout(tmp_path):
-    timeout_s = 5
-    c = tc.Cluster(tmp_path, "grpc+tictac", workers=1, extra_env={"TICTAC_TIMEOUT": f"{timeout_s}s"},
-                   worker_args=["--forever"])
-    deadline = time.monotonic() + 150
-    while not (tmp_path / "step2").exists():
-        assert time.monotonic() < deadline, c.log("worker0")
-        assert c.procs["worker0"].poll() is None, c.log("worker0")
-        time.sleep(0.05)
-    killed = time.time()
-    c.kill("ps")
-    rcs = c.wait(timeout=timeout_s + 30)
-    assert rcs["worker0"] == 3, (rcs, c.log("worker0"))
-    err = json.loads((tmp_path / "error.json").read_text())
+def test_killed_ps_fails_within_timeout(runs):
+    clusters, rcs, killed = runs
+    c = clusters["kill"]
+    assert killed is not None, "the worker never finished 2 steps:\n" + c.log("worker0")
+    assert rcs["kill"]["worker0"] == 3, (rcs["kill"], c.log("worker0"))
+    err = json.loads((c.d / "error.json").read_text())
     assert err["type"] == "UnavailableError", err
     assert "/job:ps/replica:0/task:0" in err["message"], err
-    assert err["time"] - killed < timeout_s, err
+    assert err["time"] - killed < KILL_TIMEOUT_S, err
+
+
+def test_parameter_server_strategy_keras(runs):
+    """ParameterServerStrategy(rpc_layer=...) training a small Keras model (pss_train.py): the
+    variables live on the PS, grpc+tictac gives grpc's weights, and its tensors went through
+    TicTac in the 3 in-process servers."""
+    clusters, rcs, _ = runs
+    base = clusters["base"]
+    out = {}
+    for proto in ("grpc", "grpc+tictac"):
+        log = (base / f"pss_{proto}.log").read_text(errors="replace")[-3000:]
+        assert rcs["pss_" + proto] == 0, (proto, rcs["pss_" + proto], log)
+        out[proto] = json.loads((base / f"pss_{proto}.json").read_text().splitlines()[-1])
+    a, b = out["grpc"], out["grpc+tictac"]
+    assert all(d.startswith("/job:ps/") for d in b["variables_on"]), b["variables_on"]
+    assert b["losses"][-1] < b["losses"][0], b["losses"]
+    for x, y in zip(a["weights"], b["weights"]):
+        np.testing.assert_allclose(np.array(y), np.array(x), rtol=0, atol=1e-5)
+    assert b["stats"]["servers"] == 3 and b["stats"]["recv_tensors"] > 0, b["stats"]
+    assert b["stats"]["grpc_recv_tensor"] == 0, b["stats"]
+    assert a["stats"]["tensors"] == 0, a["stats"]
 
 
 def test_bad_port_offset_is_a_clear_error(tmp_path):
