@@ -14,7 +14,7 @@ struct NodeSpec {
   std::string name;
   std::vector<std::string> inputs;  // node names (":k" and "^" already stripped)
   bool is_remote_recv = false;
-  std::string edge;                 // the recv's tensor_name (the rendezvous key's edge name)
+  std::string edge;  // the recv's tensor_name (the rendezvous key's edge name)
 };
 
 // policy "tic": TIC priority per edge (smaller = sent first); "none": every edge 0.

@@ -19,7 +19,7 @@ inline constexpr std::int64_t kUnknownPriority = std::int64_t{1} << 40;
 
 class ServerState {
  public:
-  std::string own_task;                     // "/job:J/replica:0/task:T"
+  std::string own_task;                    // "/job:J/replica:0/task:T"
   std::unique_ptr<TensorChannel> channel;  // set once before the server starts
 
   // Task -> "tcp://host:port" (the task's gRPC port plus the offset); replaced on cluster updates.

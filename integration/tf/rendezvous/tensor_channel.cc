@@ -46,14 +46,20 @@ std::atomic<std::int64_t> g_recv_tensors{0}, g_recv_bytes{0};
 
 int tf_code(const Status& s) {
   switch (s.code()) {
-    case StatusCode::ok: return kCodeOk;
-    case StatusCode::cancelled: return kCodeCancelled;
-    case StatusCode::invalid_argument: return kCodeInvalidArgument;
-    case StatusCode::timeout: return kCodeDeadlineExceeded;
+    case StatusCode::ok:
+      return kCodeOk;
+    case StatusCode::cancelled:
+      return kCodeCancelled;
+    case StatusCode::invalid_argument:
+      return kCodeInvalidArgument;
+    case StatusCode::timeout:
+      return kCodeDeadlineExceeded;
     case StatusCode::unavailable:
     case StatusCode::connection_lost:
-    case StatusCode::protocol_error: return kCodeUnavailable;
-    default: return kCodeInternal;
+    case StatusCode::protocol_error:
+      return kCodeUnavailable;
+    default:
+      return kCodeInternal;
   }
 }
 
@@ -199,7 +205,7 @@ void TensorChannel::Impl::on_request(Slot* slot, std::size_t n, PeerId source) {
   const std::int64_t step = req.step_id, priority = req.priority;
   std::string key = trace_enabled() ? req.key : std::string();
   serve(req, [weak, source, id, step, priority, key](TensorHeader h, const void* payload,
-                                                      Keepalive keep) {
+                                                     Keepalive keep) {
     if (auto self = weak.lock())
       self->send_reply(source, id, step, priority, key, std::move(h), payload, std::move(keep));
   });
@@ -210,14 +216,17 @@ void TensorChannel::Impl::note_sent(PeerId peer, std::int64_t step, std::int64_t
   if (!key.empty())
     std::fprintf(stderr, "tictac-tf sent step=%lld peer=%llu priority=%lld bytes=%llu key=%s\n",
                  static_cast<long long>(step), static_cast<unsigned long long>(peer),
-                 static_cast<long long>(priority), static_cast<unsigned long long>(bytes), key.c_str());
+                 static_cast<long long>(priority), static_cast<unsigned long long>(bytes),
+                 key.c_str());
   g_sent_tensors++;
   g_sent_bytes += static_cast<std::int64_t>(bytes);
   if (max_sent.size() > 4096) max_sent.clear();
   auto [it, fresh] = max_sent.try_emplace({peer, step}, priority);
   if (!fresh) {
-    if (priority < it->second) g_out_of_order++;
-    else it->second = priority;
+    if (priority < it->second)
+      g_out_of_order++;
+    else
+      it->second = priority;
   }
 }
 
@@ -238,7 +247,8 @@ void TensorChannel::Impl::send_reply(PeerId peer, std::uint64_t id, std::int64_t
   out->header_region.emplace(std::move(*hr));
   const std::uint64_t bytes = header.payload_bytes;
   std::weak_ptr<Impl> weak = weak_from_this();
-  auto sent = [weak, out, peer, step, priority, bytes, key](const Status& s, std::uint64_t, PeerId) {
+  auto sent = [weak, out, peer, step, priority, bytes, key](const Status& s, std::uint64_t,
+                                                            PeerId) {
     auto self = weak.lock();
     if (self && s.ok()) self->note_sent(peer, step, priority, bytes, key);
   };
@@ -324,7 +334,8 @@ void TensorChannel::Impl::on_header(const std::shared_ptr<Fetch>& f, std::size_t
                                      [weak, f](const Status& s, std::uint64_t, PeerId) {
                                        auto self = weak.lock();
                                        if (!self) return;
-                                       if (!s.ok()) return self->fail_transport(f, s, "receiving from");
+                                       if (!s.ok())
+                                         return self->fail_transport(f, s, "receiving from");
                                        self->finish(f, kCodeOk, "");
                                      }));
     }
@@ -400,7 +411,8 @@ std::uint64_t TensorChannel::fetch(const std::string& address, const std::string
     im.fetches[f->id] = f;
   }
   if (key.size() + 64 > kRequestBytes) {
-    im.finish(f, kCodeInvalidArgument, "TicTac rendezvous: key longer than 16 KiB: " + key.substr(0, 200));
+    im.finish(f, kCodeInvalidArgument,
+              "TicTac rendezvous: key longer than 16 KiB: " + key.substr(0, 200));
     return f->id;
   }
   auto peer = im.peer_for(address);

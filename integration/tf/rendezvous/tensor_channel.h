@@ -33,12 +33,12 @@ inline constexpr int kCodeInternal = 13;
 inline constexpr int kCodeUnavailable = 14;
 
 struct TensorHeader {
-  int code = kCodeOk;        // non-zero: the producer failed; `message` says why
+  int code = kCodeOk;  // non-zero: the producer failed; `message` says why
   std::string message;
-  int dtype = 0;             // tensorflow::DataType
+  int dtype = 0;  // tensorflow::DataType
   std::vector<std::int64_t> dims;
   bool is_dead = false;
-  std::uint8_t encoding = 0; // 0 = raw bytes of a memcpy-able dtype, 1 = serialized TensorProto
+  std::uint8_t encoding = 0;  // 0 = raw bytes of a memcpy-able dtype, 1 = serialized TensorProto
   std::uint64_t payload_bytes = 0;
 };
 
@@ -56,7 +56,8 @@ using ServeFn = std::function<void(const FetchRequest& request, ReplyFn reply)>;
 // Given the header, returns where the payload goes (payload_bytes writable bytes) or null with
 // *error set (then the fetch fails with that message, code INTERNAL).
 using AllocFn = std::function<void*(const TensorHeader& header, std::string* error)>;
-using DoneFn = std::function<void(int code, const std::string& message, const TensorHeader& header)>;
+using DoneFn =
+    std::function<void(int code, const std::string& message, const TensorHeader& header)>;
 
 struct ChannelStats {
   std::int64_t sent_tensors = 0, sent_bytes = 0, out_of_order = 0;

@@ -3,6 +3,7 @@
 #include "integration/tf/rendezvous/tictac_rendezvous.h"
 
 #include <mutex>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -21,8 +22,8 @@ namespace {
 using namespace tensorflow;  // NOLINT: this file is all TF glue
 
 std::string task_of(const DeviceNameUtils::ParsedName& d) {
-  return "/job:" + d.job + "/replica:" + std::to_string(d.replica) + "/task:" +
-         std::to_string(d.task);
+  return "/job:" + d.job + "/replica:" + std::to_string(d.replica) +
+         "/task:" + std::to_string(d.task);
 }
 
 // Landing place of one fetch: the tensor being received, or the serialized proto.
@@ -42,7 +43,8 @@ class TictacRemoteRendezvous : public BaseRemoteRendezvous {
     std::vector<std::uint64_t> ids;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      ids.swap(outstanding_);
+      ids.assign(outstanding_.begin(), outstanding_.end());
+      outstanding_.clear();
     }
     for (std::uint64_t id : ids) state_->channel->cancel(id, status.ToString());
   }
@@ -53,8 +55,8 @@ class TictacRemoteRendezvous : public BaseRemoteRendezvous {
     const std::string task = task_of(parsed.src);
     const std::string address = state_->address_of(task);
     if (address.empty() || state_->channel == nullptr) {
-      done(absl::UnavailableError("grpc+tictac: task " + task +
-                                  " (producer of " + std::string(parsed.edge_name) +
+      done(absl::UnavailableError("grpc+tictac: task " + task + " (producer of " +
+                                  std::string(parsed.edge_name) +
                                   ") is not in this server's cluster spec"),
            Args(), args, Tensor(), false);
       return;
@@ -91,36 +93,47 @@ class TictacRemoteRendezvous : public BaseRemoteRendezvous {
     const Rendezvous::Args recv_args = args;
     const WorkerEnv* env = env_;
     Ref();  // released when the fetch completes
-    DoneFn finished = [this, landing, recv_args, done = std::move(done), env](
+    // The fetch id, known once fetch() returns; `done` may run before that (connect failure).
+    auto box = std::make_shared<IdBox>();
+    DoneFn finished = [this, box, landing, recv_args, done = std::move(done), env](
                           int code, const std::string& message, const TensorHeader& h) mutable {
-      env->compute_pool->Schedule([this, landing, recv_args, done = std::move(done), code,
-                                   message, h]() {
-        absl::Status st = code == kCodeOk
-                              ? absl::OkStatus()
-                              : absl::Status(static_cast<absl::StatusCode>(code), message);
-        if (st.ok() && !h.is_dead && h.encoding == 1) {
-          TensorProto proto;
-          if (!proto.ParseFromString(landing->proto) ||
-              !landing->tensor.FromProto(landing->allocator, proto))
-            st = absl::InternalError("grpc+tictac: cannot decode a TensorProto reply");
-        }
-        done(st, Args(), recv_args, st.ok() ? landing->tensor : Tensor(), st.ok() && h.is_dead);
-        Unref();
-      });
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        box->done = true;
+        if (box->id != 0) outstanding_.erase(box->id);
+      }
+      env->compute_pool->Schedule(
+          [this, landing, recv_args, done = std::move(done), code, message, h]() {
+            absl::Status st = code == kCodeOk
+                                  ? absl::OkStatus()
+                                  : absl::Status(static_cast<absl::StatusCode>(code), message);
+            if (st.ok() && !h.is_dead && h.encoding == 1) {
+              TensorProto proto;
+              if (!proto.ParseFromString(landing->proto) ||
+                  !landing->tensor.FromProto(landing->allocator, proto))
+                st = absl::InternalError("grpc+tictac: cannot decode a TensorProto reply");
+            }
+            done(st, Args(), recv_args, st.ok() ? landing->tensor : Tensor(), st.ok() && h.is_dead);
+            Unref();
+          });
     };
     const std::uint64_t id = state_->channel->fetch(
         address, task, step_id_, std::string(parsed.FullKey()),
         state_->priority(std::string(parsed.edge_name)), std::move(alloc), std::move(finished));
     std::lock_guard<std::mutex> lock(mu_);
-    outstanding_.push_back(id);
-    if (outstanding_.size() > 4096) outstanding_.erase(outstanding_.begin(), outstanding_.begin() + 2048);
+    box->id = id;
+    if (!box->done) outstanding_.insert(id);
   }
 
  private:
   ~TictacRemoteRendezvous() override {}
   std::shared_ptr<ServerState> state_;
   std::mutex mu_;
-  std::vector<std::uint64_t> outstanding_;  // fetch ids (completed ones are harmless to cancel)
+  struct IdBox {
+    std::uint64_t id = 0;
+    bool done = false;
+  };
+  std::unordered_set<std::uint64_t> outstanding_;  // fetches not yet completed
 };
 
 class TictacRendezvousMgr : public BaseRendezvousMgr {
@@ -139,8 +152,8 @@ class TictacRendezvousMgr : public BaseRendezvousMgr {
   std::shared_ptr<ServerState> state_;
 };
 
-void answer(const ReplyFn& reply, const std::string& task, const absl::Status& s,
-            const Tensor& val, bool is_dead) {
+void answer(const ReplyFn& reply, const std::string& task, const absl::Status& s, const Tensor& val,
+            bool is_dead) {
   TensorHeader h;
   if (!s.ok()) {
     h.code = static_cast<int>(s.code());
@@ -187,7 +200,8 @@ ServeFn make_serve(const tensorflow::WorkerEnv* env, std::string task) {
       env->rendezvous_mgr->RecvLocalAsync(
           req.step_id, parsed,
           [reply, task](const absl::Status& st, const Rendezvous::Args&, const Rendezvous::Args&,
-                        const Tensor& val, bool is_dead) { answer(reply, task, st, val, is_dead); });
+                        const Tensor& val,
+                        bool is_dead) { answer(reply, task, st, val, is_dead); });
     });
   };
 }

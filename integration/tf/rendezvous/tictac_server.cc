@@ -120,8 +120,9 @@ absl::Status tictac_addresses(const ServerDef& def, int offset,
       int port = colon == std::string::npos ? -1 : std::atoi(hostport.c_str() + colon + 1);
       if (port <= 0 || port + offset > 65535)
         return absl::InvalidArgumentError(
-            "grpc+tictac: task " + task + " address '" + hostport + "': its TicTac port (gRPC port + " +
-            std::to_string(offset) + ", TICTAC_TF_PORT_OFFSET) must be in 1..65535; give the task a "
+            "grpc+tictac: task " + task + " address '" + hostport +
+            "': its TicTac port (gRPC port + " + std::to_string(offset) +
+            ", TICTAC_TF_PORT_OFFSET) must be in 1..65535; give the task a "
             "fixed gRPC port or change TICTAC_TF_PORT_OFFSET");
       (*out)[task] = "tcp://" + hostport.substr(0, colon) + ":" + std::to_string(port + offset);
     }
@@ -166,18 +167,21 @@ class TictacServer : public GrpcServer {
     std::unique_ptr<TictacServer> server(new TictacServer(def, env, state, offset));
     GrpcServerOptions opts;
     opts.local_device_mgr = local_device_mgr;
-    opts.rendezvous_mgr_func = [state](const WorkerEnv* env) { return new_rendezvous_mgr(env, state); };
+    opts.rendezvous_mgr_func = [state](const WorkerEnv* env) {
+      return new_rendezvous_mgr(env, state);
+    };
     opts.worker_func = [state, policy](WorkerEnv* env, const ConfigProto& config) {
       return std::unique_ptr<GrpcWorker>(new TictacWorker(env, config, state, policy));
     };
     st = server->Init(opts);
     if (!st.ok()) return st;
     std::string error;
-    state->channel = TensorChannel::create(listen, make_serve(server->worker_env(), state->own_task), &error);
+    state->channel =
+        TensorChannel::create(listen, make_serve(server->worker_env(), state->own_task), &error);
     if (!state->channel)
       return absl::UnavailableError("grpc+tictac: task " + state->own_task +
-                                    " cannot start its TicTac transport on " + listen + ": " + error +
-                                    " (the port is the gRPC port + TICTAC_TF_PORT_OFFSET)");
+                                    " cannot start its TicTac transport on " + listen + ": " +
+                                    error + " (the port is the gRPC port + TICTAC_TF_PORT_OFFSET)");
     g_servers++;
     *out = std::move(server);
     return absl::OkStatus();
@@ -217,7 +221,8 @@ struct Registrar {
 
 // For python (ctypes): sent tensors, sent bytes, out of order, received tensors, received bytes,
 // gRPC RecvTensor calls served, grpc+tictac servers created; all for this process.
-extern "C" __attribute__((visibility("default"))) void tictac_tf_rendezvous_stats(long long out[7]) {
+extern "C" __attribute__((visibility("default"))) void tictac_tf_rendezvous_stats(
+    long long out[7]) {
   auto s = tictac::tfrdv::process_stats();
   out[0] = s.sent_tensors;
   out[1] = s.sent_bytes;
