@@ -11,6 +11,7 @@ on loopback (ps_train.py), the only change between runs being ``protocol=``.
   TICTAC_TIMEOUT.
 - ParameterServerStrategy(rpc_layer="grpc+tictac") trains a small Keras model (custom loop) to
   grpc's weights, its tensors through TicTac.
+- TICTAC_AUTH_TOKEN: equal tokens work, different ones fail with UnavailableError.
 - Bad TICTAC_TF_PORT_OFFSET: server creation fails with InvalidArgumentError naming it.
 """
 import json
@@ -156,6 +157,21 @@ def test_parameter_server_strategy_keras(runs):
     assert b["stats"]["servers"] == 3 and b["stats"]["recv_tensors"] > 0, b["stats"]
     assert b["stats"]["grpc_recv_tensor"] == 0, b["stats"]
     assert a["stats"]["tensors"] == 0, a["stats"]
+
+
+def test_auth_token_applies():
+    """Same TICTAC_AUTH_TOKEN on both servers: the step works; different tokens: the fetch is
+    refused in the handshake and the step fails with UnavailableError naming the PS task."""
+    procs = {case: subprocess.Popen([tc.PY, str(tc.HERE / "auth_check.py"), "a" * 20, tok],
+                                    env=tc.env({"TICTAC_TIMEOUT": "5s"}), stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True)
+             for case, tok in (("same", "a" * 20), ("other", "b" * 20))}
+    out = {case: p.communicate(timeout=120) for case, p in procs.items()}
+    same = [l for l in out["same"][0].splitlines() if l.startswith(("RESULT", "ERROR"))]
+    other = [l for l in out["other"][0].splitlines() if l.startswith(("RESULT", "ERROR"))]
+    assert same == ["RESULT [2.0, 2.0, 2.0, 2.0]"], out["same"][0] + out["same"][1][-2000:]
+    assert other and other[0].startswith("ERROR UnavailableError"), out["other"][0] + out["other"][1][-2000:]
+    assert "/job:ps/replica:0/task:0" in out["other"][0] and "authentication failed" in out["other"][0], out["other"][0]
 
 
 def test_bad_port_offset_is_a_clear_error(tmp_path):
