@@ -5,7 +5,9 @@ on loopback (ps_train.py), the only change between runs being ``protocol=``.
   grpc+tictac every cross-task tensor went through TicTac (sent/received counts > 0 in every
   process, gRPC RecvTensor calls 0); with grpc the TicTac counters stay 0.
 - Order, enforced at the PS: 4 x 2 MiB weights declared last layer first, TICTAC_WINDOW=1,
-  TICTAC_RATE_LIMIT=50M (a weight takes 40 ms, so a step's fetches queue up): the PS sends every step's weights in TIC order (out_of_order 0);
+  TICTAC_RATE_LIMIT=25M (a weight takes 84 ms, so a step's fetches queue up): the PS sends the
+  weights in TIC order (out_of_order <= 1 over 4 steps: a fetch request delayed by more than a
+  transfer time on a loaded machine arrives after a later weight left and cannot be reordered);
   counter-check, TICTAC_PRIORITY=0 (the transport ignores priorities): out of order > 0.
 - A killed PS: the worker's step fails with UnavailableError naming the PS task, within
   TICTAC_TIMEOUT.
@@ -31,7 +33,7 @@ LIB = pathlib.Path(os.environ.get("TICTAC_BUILD_DIR", tc.REPO / "build")) / "int
 if not LIB.is_file():  # the meson test exists only when it is built: fail, do not skip quietly
     pytest.fail(f"{LIB} is not built (meson option tf_rendezvous)", pytrace=False)
 
-ORDER_ENV = {"TICTAC_WINDOW": "1", "TICTAC_RATE_LIMIT": "50M"}
+ORDER_ENV = {"TICTAC_WINDOW": "1", "TICTAC_RATE_LIMIT": "25M"}
 ORDER_ARGS = ["--dim", "512", "--layers", "4", "--steps", "4", "--batch", "8", "--no-bias"]
 
 
@@ -122,9 +124,10 @@ def test_ps_sends_in_tic_order(runs):
     tic = _ok(runs, "tic").json("ps")
     fifo = _ok(runs, "fifo").json("ps")
     assert tic["sent_tensors"] >= 16 and fifo["sent_tensors"] >= 16, (tic, fifo)
-    assert tic["out_of_order"] == 0, tic
+    # at most one late fetch request (see the module docstring); 0 on a quiet machine
+    assert tic["out_of_order"] <= 1, tic
     # counter-check: without priorities TF's own fetch order (not forward) reaches the wire
-    assert fifo["out_of_order"] > 0, fifo
+    assert fifo["out_of_order"] >= 3 and fifo["out_of_order"] > tic["out_of_order"], (fifo, tic)
 
 
 def test_killed_ps_fails_within_timeout(runs):
