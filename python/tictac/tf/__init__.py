@@ -24,6 +24,10 @@ Servers: ``python -m tictac.tf.server --policy tic`` (see tictac.tf.server). The
 (``pull``, ``push``, ``pull_all``, ``push_all``, ``pull_start``, ``pull_wait``, ``stamp``) are
 usable directly as well.
 
+Drop-in: after ``import tictac.tf``, ``protocol="grpc+tictac"`` (TF1 servers and sessions,
+``ParameterServerStrategy(..., rpc_layer="grpc+tictac")``) moves cross-task tensors over TicTac
+in TIC order; ``rendezvous_stats()`` counts them (tictac.tf.rendezvous).
+
 ``import tictac.tf`` raises ImportError with the reason when the op library is not built.
 """
 from __future__ import annotations
@@ -44,7 +48,7 @@ _cdll.tictac_tf_size.restype = ctypes.c_int
 
 __all__ = ["init", "shutdown", "rank", "size", "pull", "push", "pull_all", "push_all",
            "pull_start", "pull_wait", "stamp", "ParameterClient", "pulled", "overlapped",
-           "Overlapped", "close", "ops", "library_path"]
+           "Overlapped", "close", "ops", "library_path", "rendezvous_stats"]
 
 _session: dict = {}
 
@@ -169,3 +173,7 @@ def _stamp_grad(op, dy, dt):  # noqa: ARG001: the time has no gradient
 
 from tictac.tf.client import ParameterClient, pulled, close  # noqa: E402
 from tictac.tf.overlap import Overlapped, overlapped  # noqa: E402
+from tictac.tf import rendezvous as _rendezvous  # noqa: E402
+from tictac.tf.rendezvous import rendezvous_stats  # noqa: E402
+
+_rendezvous.load()  # registers protocol="grpc+tictac" when libtictac_tf_server.so is built
