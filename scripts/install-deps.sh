@@ -5,7 +5,8 @@
 set -euo pipefail
 
 packages=(meson ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libibverbs-dev
-          clang libclang-rt-14-dev python3 iproute2 iperf3 libucx-dev ucx-utils)
+          clang libclang-rt-14-dev python3 iproute2 iperf3 libucx-dev ucx-utils
+          ccache)  # ccache: meson uses it when present; rebuilds (asan, tsan, CI reruns) get cheap
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -10,6 +10,7 @@
 #include "transport/tcp/connector.h"
 #include "transport/tcp/egress_limiter.h"
 #include "transport/tcp/factory.h"
+#include "transport/tcp/linger.h"
 #include "transport/tcp/listener.h"
 
 namespace tictac::transport::tcp {
@@ -67,6 +68,7 @@ class TcpBackend final : public Backend {
     listeners_.clear();
     for (auto& [id, c] : connectors_) c->abandon();
     connectors_.clear();
+    finish_lingering();  // the closed connections' sockets (tcp/linger.h)
   }
 
  private:

@@ -1,9 +1,6 @@
 #include "transport/tcp/endpoint.h"
 
-#include <linux/sockios.h>
-#include <poll.h>
 #include <sys/epoll.h>
-#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -11,6 +8,7 @@
 #include <cerrno>
 
 #include "transport/tcp/address.h"
+#include "transport/tcp/linger.h"
 
 namespace tictac::transport::tcp {
 namespace {
@@ -22,8 +20,6 @@ constexpr std::size_t kScratchBytes = 64 << 10;
 // socket (which itself holds at most TICTAC_TCP_NOTSENT_LOWAT unsent bytes): together they bound
 // how far a newly queued high-priority chunk lands behind data already handed over.
 constexpr std::size_t kQueuedBytesLowWater = 128 << 10;
-constexpr int kLingerMs = 200;      // graceful close: longest wait (see linger())
-constexpr int kLingerQuietMs = 20;  // ... and how long the peer must have been quiet
 }  // namespace
 
 TcpEndpoint::TcpEndpoint(ProgressEngine& engine, int fd)
@@ -84,38 +80,13 @@ void TcpEndpoint::close() {
   if (closed_) return;
   closed_ = true;
   engine_.unwatch(fd_);
-  if (!broken_) linger(fd_);
-  ::close(fd_);
+  if (broken_) {
+    ::close(fd_);
+  } else {
+    linger_close(fd_);  // FIN now, the socket itself closes once the peer had our last bytes
+  }
   fd_ = -1;
   out_.clear();
-}
-
-void TcpEndpoint::linger(int fd) {
-  // Closing a socket that still holds unread input makes the kernel answer with a RST, and a RST
-  // makes the peer lose what it had not read yet of ours (say, the final barrier message of a
-  // process that exits right after it). So: FIN after our data, then read and drop the peer's
-  // input until it closes too, or our bytes are acknowledged and the peer has been quiet for
-  // kLingerQuietMs (frames it sent just before seeing our FIN, e.g. an ADVERT for a receive it
-  // posted, arrive within that), bounded by kLingerMs: the loop thread waits at most that long,
-  // and only on a close.
-  ::shutdown(fd, SHUT_WR);
-  const auto start = Clock::now();
-  const auto deadline = start + std::chrono::milliseconds(kLingerMs);
-  auto last_input = start;
-  std::byte sink[4096];
-  while (true) {
-    ssize_t r;
-    while ((r = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT)) > 0) last_input = Clock::now();
-    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return;  // peer closed / error
-    int unacked = 0;
-    if (::ioctl(fd, SIOCOUTQ, &unacked) != 0) return;
-    const auto now = Clock::now();
-    if (unacked == 0 && now - last_input >= std::chrono::milliseconds(kLingerQuietMs)) return;
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-    if (left <= 0) return;
-    pollfd p{fd, POLLIN, 0};
-    (void)::poll(&p, 1, static_cast<int>(std::min<long long>(left, 5)));
-  }
 }
 
 void TcpEndpoint::fail(const Status& status) {
