@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The main job (`make demo`): end-to-end runs of real parameter-server jobs on an emulated
-# cluster, random vs TIC vs TAC, next to the simulator's prediction. Two tables:
+# cluster, random vs TAC (bench/e2e/e2e runs TIC, fifo and the baselines too), next to the
+# simulator's prediction. Two tables:
 #  1. compute real: VGG-16 at 32x32 images, batch 8 per worker, 1 server + 2 workers (one
 #     network namespace per rank, tbf-shaped links), link rate calibrated from 1 Gbit/s towards
 #     a = N/C = 1 (capped at 10 Gbit/s; where that is not enough, inference, the batch is raised
 #     towards a = 1, at most 32 per worker), inference and training, 1 warm-up + 5 measured
-#     iterations per job (the 6-minute budget; bench/e2e/e2e defaults to 2 + 10 for numbers); the simulator's prediction uses inputs measured in each job.
+#     iterations per job (the 6-minute budget; bench/e2e/e2e defaults to 2 + 10 for numbers);
+#     the simulator's prediction uses inputs measured in each job.
 #  2. compute emulated (bench/e2e/emulate.py: each worker replays inception_v3's profiled op
 #     times, sleeping, while the real tensors cross the real transport): 1 server + 4 workers,
 #     random vs TAC, at most 4 Gbit/s, 1 warm-up + 5 measured iterations, no simulator.
@@ -38,7 +40,7 @@ status=0
 export PYTHONPATH="$PWD:$PWD/python${PYTHONPATH:+:$PYTHONPATH}"
 # shellcheck disable=SC2086
 "$py" -m bench.e2e --compute real --models vgg16 --image-size 32 --batch 8 --workers 2 --ps 1 \
-  --modes inference,training --policies random,tic,tac --iters 5 --warmup 1 \
+  --modes inference,training --policies random,tac --iters 5 --warmup 1 \
   --rate 1gbit --target-ratio 1.0 --min-rate 1gbit --max-rate 10gbit --max-batch 32 --build "$build" \
   --out results/demo/real ${DEMO_ARGS:-} || status=$?
 # shellcheck disable=SC2086
