@@ -23,6 +23,23 @@ const DurationTunable kTimeout{"TICTAC_TIMEOUT", std::chrono::seconds(30),
 const BoolTunable kPriority{"TICTAC_PRIORITY", true,
                             "enforce priorities (1) or send in plain FIFO order (0)"};
 
+const IntTunable kAdverts{"TICTAC_ADVERTS", 1024,
+                          "receives posted before their message is announced are advertised to the "
+                          "sender, whose send then skips the READY round trip and enters its "
+                          "priority lane at once: at most this many outstanding per connection "
+                          "(0 = off, 0..65536)"};
+
+const IntTunable kMaxUnexpected{"TICTAC_MAX_UNEXPECTED", 65536,
+                                "announced messages a peer may have waiting for a receive (each costs "
+                                "a descriptor; eager bytes are bounded by TICTAC_EAGER_BYTES); past "
+                                "it the peer is refused (1..2^32)"};
+const IntTunable kMaxHandshakes{"TICTAC_MAX_HANDSHAKES", 64,
+                                "incoming connections allowed in the handshake at once; more are "
+                                "closed at once (1..65536)"};
+const DurationTunable kHandshakeTimeout{"TICTAC_HANDSHAKE_TIMEOUT", std::chrono::seconds(10),
+                                        "a connection's handshake must finish within this (and "
+                                        "within TICTAC_TIMEOUT)", "10s"};
+
 }  // namespace
 
 Result<TransportConfig> TransportConfig::from_env() {
@@ -37,6 +54,28 @@ Result<TransportConfig> TransportConfig::from_env() {
   TICTAC_RETURN_IF_ERROR(timeout);
   auto priority = kPriority.get();
   TICTAC_RETURN_IF_ERROR(priority);
+  auto adverts = kAdverts.get();
+  TICTAC_RETURN_IF_ERROR(adverts);
+  if (*adverts < 0 || *adverts > static_cast<std::int64_t>(wire::kMaxAdvertsOutstanding)) {
+    return invalid_argument("TICTAC_ADVERTS=" + std::to_string(*adverts) + " is out of range 0.." +
+                            std::to_string(wire::kMaxAdvertsOutstanding));
+  }
+  c.max_adverts = static_cast<std::uint32_t>(*adverts);
+  auto unexpected = kMaxUnexpected.get();
+  TICTAC_RETURN_IF_ERROR(unexpected);
+  if (*unexpected < 1 || *unexpected > (std::int64_t{1} << 32)) {
+    return invalid_argument("TICTAC_MAX_UNEXPECTED=" + std::to_string(*unexpected) + " is out of range 1..2^32");
+  }
+  c.max_unexpected = static_cast<std::uint64_t>(*unexpected);
+  auto handshakes = kMaxHandshakes.get();
+  TICTAC_RETURN_IF_ERROR(handshakes);
+  if (*handshakes < 1 || *handshakes > 65536) {
+    return invalid_argument("TICTAC_MAX_HANDSHAKES=" + std::to_string(*handshakes) + " is out of range 1..65536");
+  }
+  c.max_handshakes = static_cast<std::uint32_t>(*handshakes);
+  auto hs_timeout = kHandshakeTimeout.get();
+  TICTAC_RETURN_IF_ERROR(hs_timeout);
+  c.handshake_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*hs_timeout);
   if (*window < 1 || *window > 4096) {
     return invalid_argument("TICTAC_WINDOW=" + std::to_string(*window) + " is out of range 1..4096");
   }
@@ -49,7 +88,7 @@ Result<TransportConfig> TransportConfig::from_env() {
   TICTAC_LOG(debug) << "transport config: TICTAC_CHUNK_BYTES=" << c.chunk_bytes
                     << " TICTAC_WINDOW=" << c.window_chunks << " TICTAC_EAGER_BYTES=" << c.eager_bytes
                     << " TICTAC_TIMEOUT=" << c.timeout.count() << "ms TICTAC_PRIORITY="
-                    << (c.enforce_priority ? 1 : 0);
+                    << (c.enforce_priority ? 1 : 0) << " TICTAC_ADVERTS=" << c.max_adverts;
   return c;
 }
 
@@ -63,6 +102,15 @@ Status TransportConfig::validate() const {
   if (eager_bytes > (std::uint64_t{1} << 40)) {
     return invalid_argument("eager pool of " + std::to_string(eager_bytes) +
                             " bytes per peer is unreasonably large (TICTAC_EAGER_BYTES)");
+  }
+  if (max_adverts > wire::kMaxAdvertsOutstanding) {
+    return invalid_argument("at most " + std::to_string(wire::kMaxAdvertsOutstanding) +
+                            " outstanding adverts per connection (TICTAC_ADVERTS)");
+  }
+  if (max_unexpected < 1) return invalid_argument("TICTAC_MAX_UNEXPECTED must be at least 1");
+  if (max_handshakes < 1) return invalid_argument("TICTAC_MAX_HANDSHAKES must be at least 1");
+  if (handshake_timeout.count() < 1) {
+    return invalid_argument("handshake timeout must be at least 1ms (TICTAC_HANDSHAKE_TIMEOUT)");
   }
   if (timeout.count() < 1) return invalid_argument("timeout must be at least 1ms (TICTAC_TIMEOUT)");
   return Status::Ok();

@@ -6,6 +6,14 @@
 //                                 waiting for the receiver's READY while credit lasts
 //   TICTAC_TIMEOUT      (30s)    connect/handshake timeout and silence after which a peer is dead
 //   TICTAC_PRIORITY     (1)      0 = plain FIFO (priorities ignored), for comparisons
+//   TICTAC_ADVERTS      (1024)   receives posted before their message is announced are advertised
+//                                to the sender (at most this many outstanding per connection), so
+//                                the send enters its priority lane at once; 0 turns adverts off
+//   TICTAC_MAX_UNEXPECTED (65536) messages a peer may have announced that no receive matched yet
+//                                 (each costs a descriptor); past it the peer is refused
+//   TICTAC_MAX_HANDSHAKES (64)    incoming connections in the handshake at once; more are closed
+//   TICTAC_HANDSHAKE_TIMEOUT (10s) an incoming or outgoing handshake must finish within this
+//                                 (and within TICTAC_TIMEOUT)
 // Plain value; thread-safe to copy. from_env() reports a bad variable as invalid_argument naming
 // it; validate() rejects values out of range.
 #pragma once
@@ -23,6 +31,10 @@ struct TransportConfig {
   std::uint64_t eager_bytes = 256 << 10;
   std::chrono::milliseconds timeout{30'000};
   bool enforce_priority = true;
+  std::uint32_t max_adverts = 1024;  // 0 = never advertise receives
+  std::uint64_t max_unexpected = 65536;
+  std::uint32_t max_handshakes = 64;
+  std::chrono::milliseconds handshake_timeout{10'000};
 
   static Result<TransportConfig> from_env();
   Status validate() const;

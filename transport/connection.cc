@@ -1,5 +1,6 @@
 #include "transport/connection.h"
 
+#include <algorithm>
 #include <cstring>
 #include <span>
 #include <utility>
@@ -11,6 +12,11 @@ namespace tictac::transport {
 
 using wire::FrameType;
 using wire::Header;
+
+namespace {
+// Messages the sender remembers for counting adverts (those the receiver may not have seen).
+constexpr std::size_t kSentLogMax = 4096;
+}  // namespace
 
 Connection::Connection(PeerId id, std::unique_ptr<Endpoint> endpoint, SendQueue& queue,
                        ConnectionHost& host, const TransportConfig& config, const HelloInfo& local,
@@ -94,11 +100,23 @@ void Connection::send(Request* req) {
   const std::uint64_t total = req->length();
   OutMsg m;
   m.req = req;
-  m.eager = total <= send_credit_;
-  if (m.eager) send_credit_ -= total;
+  const auto claim = next_claim(req->tag());
+  sent_log_.emplace_back(msg_id, req->tag());
+  if (sent_log_.size() > kSentLogMax) {
+    sent_log_floor_ = sent_log_.front().first;
+    sent_log_.pop_front();
+  }
   Header a;
   a.type = FrameType::announce;
-  a.flags = m.eager ? wire::kFlagEager : 0;
+  if (claim && total <= claim->second) {  // the receive is posted: no READY round trip
+    m.eager = true;
+    a.flags = wire::kFlagClaimed;
+    a.offset = claim->first;
+  } else if (total <= send_credit_) {
+    m.eager = true;
+    send_credit_ -= total;
+    a.flags = wire::kFlagEager;
+  }
   a.tag = req->tag();
   a.msg_id = msg_id;
   a.total = total;
@@ -197,15 +215,9 @@ bool Connection::cancel(Request* req) {
       if (m.req != req) continue;
       if (m.cancelling || m.all_popped) return true;  // too late or already on its way out
       const std::uint64_t id = msg_id;
-      if (!m.announced) {
-        // The peer never heard of it: take the ANNOUNCE and any data back silently.
-        (void)queue_.remove(id_, m.control_id);
-        control_.erase(m.control_id);
-        (void)queue_.remove(id_, id);
-        if (m.eager) send_credit_ += req->length();
-        finish_out(id, Status(StatusCode::cancelled, "send cancelled before it was announced"));
-        return true;
-      }
+      // Even a send whose ANNOUNCE has not left yet is announced and then aborted: the receiver
+      // counts every message id and tag for its adverts, so none may silently disappear. (The
+      // receiver returns an aborted eager message's credit.)
       (void)queue_.remove(id_, id);
       Header a;
       a.type = FrameType::abort;
@@ -268,6 +280,7 @@ Status Connection::validate(const Header& h) {
                            "ANNOUNCE of message " + std::to_string(h.msg_id) +
                                " is not newer than message " + std::to_string(last_in_msg_id_));
       }
+      if (h.flags == wire::kFlagClaimed) return validate_claim(h);
       if ((h.flags & wire::kFlagEager) != 0 && h.total > config_.eager_bytes - eager_in_use_) {
         return peer_status(StatusCode::protocol_error,
                            "eager message of " + std::to_string(h.total) + " bytes exceeds the " +
@@ -324,6 +337,23 @@ Status Connection::validate(const Header& h) {
       return Status::Ok();
     case FrameType::heartbeat:
       return Status::Ok();
+    case FrameType::advert:
+      if (h.msg_id <= last_advert_in_) {
+        return peer_status(StatusCode::protocol_error, "ADVERT " + std::to_string(h.msg_id) +
+                                                           " is not newer than ADVERT " +
+                                                           std::to_string(last_advert_in_));
+      }
+      if (h.offset >= next_msg_id_) {
+        return peer_status(StatusCode::protocol_error,
+                           "ADVERT says the peer saw message " + std::to_string(h.offset) +
+                               ", which was never sent");
+      }
+      if (adverts_in_count_ >= wire::kMaxAdvertsOutstanding) {
+        return peer_status(StatusCode::protocol_error,
+                           "more than " + std::to_string(wire::kMaxAdvertsOutstanding) +
+                               " outstanding ADVERTs from the peer");
+      }
+      return Status::Ok();
   }
   return peer_status(StatusCode::protocol_error, "unhandled frame type");
 }
@@ -371,6 +401,7 @@ void Connection::on_frame(const Header& h) {
     case FrameType::credit: send_credit_ += h.total; host_.schedule_pump(queue_); break;
     case FrameType::abort: handle_abort(h); break;
     case FrameType::heartbeat: break;
+    case FrameType::advert: handle_advert(h); break;
   }
 }
 
@@ -434,15 +465,24 @@ void Connection::handle_hello() {
 
 void Connection::handle_announce(const Header& h) {
   last_in_msg_id_ = h.msg_id;
+  count_announce(h.tag);
   InMsg m;
   m.tag = h.tag;
   m.total = h.total;
   m.priority = h.priority;
-  m.eager = (h.flags & wire::kFlagEager) != 0;
-  if (m.eager) eager_in_use_ += m.total;
+  m.eager = h.flags != 0;  // eager or claimed: the data follows without READY
+  m.credit = h.flags == wire::kFlagEager ? h.total : 0;
+  eager_in_use_ += m.credit;
   auto [it, inserted] = in_.emplace(h.msg_id, std::move(m));
   TICTAC_CHECK(inserted, "message id reused after validation");
   Request* req = host_.match_message(*this, h.tag, h.msg_id);
+  if (req == nullptr && host_.unexpected_count(*this) > config_.max_unexpected) {
+    fail(peer_status(StatusCode::protocol_error,
+                     "more than " + std::to_string(config_.max_unexpected) +
+                         " announced messages wait for a receive (TICTAC_MAX_UNEXPECTED): post "
+                         "receives sooner or raise the limit"));
+    return;
+  }
   if (req != nullptr) {
     bind_in(h.msg_id, it->second, req);
   } else if (it->second.eager && it->second.total > 0) {
@@ -520,10 +560,10 @@ void Connection::settle_in(std::uint64_t msg_id) {
   if (m.recv == nullptr && !m.discard) return;  // unexpected and complete: waits for its receive
   Request* req = m.recv;
   const std::uint64_t total = m.total;
-  const bool eager = m.eager;
+  const std::uint64_t credit = m.credit;
   const bool cancelled = m.cancel_pending;  // an exported receive cancelled while it landed
   in_.erase(it);
-  if (eager) return_credit(total);
+  if (credit > 0) return_credit(credit);
   if (req != nullptr && cancelled) {
     host_.finish(req,
                  Status(StatusCode::cancelled,
@@ -570,14 +610,97 @@ void Connection::handle_abort(const Header& h) {
   if (it == in_.end()) return;  // already settled or refused
   InMsg& m = it->second;
   Request* req = m.recv;
-  const bool eager = m.eager;
-  const std::uint64_t total = m.total;
+  const std::uint64_t credit = m.credit;
   if (req == nullptr && !m.discard) host_.forget_message(*this, h.msg_id);
   in_.erase(it);
-  if (eager) return_credit(total);
+  if (credit > 0) return_credit(credit);
   if (req != nullptr) {
     host_.finish(req, peer_status(StatusCode::cancelled, "the sender cancelled the message"), 0, id_);
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Adverts (see connection.h)
+
+void Connection::advertise(const Request* req, std::uint64_t ahead) {
+  if (state_ != State::established || config_.max_adverts == 0 ||
+      adverts_out_count_ >= config_.max_adverts) {
+    return;
+  }
+  const std::uint64_t id = next_advert_id_++;
+  adverts_out_[req->tag()].push_back(AdvertOut{id, ahead, req->length()});
+  ++adverts_out_count_;
+  Header a;
+  a.type = FrameType::advert;
+  a.tag = req->tag();
+  a.msg_id = id;
+  a.offset = last_in_msg_id_;
+  a.total = req->length();
+  a.priority = static_cast<Priority>(ahead);
+  push_control(a);
+}
+
+void Connection::count_announce(Tag tag) {
+  auto it = adverts_out_.find(tag);
+  if (it == adverts_out_.end()) return;
+  std::vector<AdvertOut>& v = it->second;
+  for (auto a = v.begin(); a != v.end();) {
+    if (a->countdown == 0) {  // this message is its target: claimed (validated) or lapsed
+      a = v.erase(a);
+      --adverts_out_count_;
+    } else {
+      --a->countdown;
+      ++a;
+    }
+  }
+  if (v.empty()) adverts_out_.erase(it);
+}
+
+Status Connection::validate_claim(const Header& h) {
+  auto it = adverts_out_.find(h.tag);
+  if (it != adverts_out_.end()) {
+    for (const AdvertOut& a : it->second) {
+      if (a.id != h.offset || a.countdown != 0) continue;
+      if (h.total > a.capacity) break;
+      return Status::Ok();
+    }
+  }
+  return peer_status(StatusCode::protocol_error,
+                     "ANNOUNCE of message " + std::to_string(h.msg_id) + " (" + std::to_string(h.total) +
+                         " bytes, tag " + std::to_string(h.tag) + ") claims ADVERT " +
+                         std::to_string(h.offset) + ", which does not target it or is too small");
+}
+
+std::optional<std::pair<std::uint64_t, std::uint64_t>> Connection::next_claim(Tag tag) {
+  auto it = adverts_in_.find(tag);
+  if (it == adverts_in_.end()) return std::nullopt;
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> hit;
+  std::vector<AdvertIn>& v = it->second;
+  for (auto a = v.begin(); a != v.end();) {
+    if (a->remaining == 0) {  // targets this send; the newest advert for it wins
+      if (!hit || a->id > hit->first) hit = std::make_pair(a->id, a->capacity);
+      a = v.erase(a);
+      --adverts_in_count_;
+    } else {
+      --a->remaining;
+      ++a;
+    }
+  }
+  if (v.empty()) adverts_in_.erase(it);
+  return hit;
+}
+
+void Connection::handle_advert(const Header& h) {
+  last_advert_in_ = h.msg_id;
+  const std::uint64_t seen = h.offset;
+  while (!sent_log_.empty() && sent_log_.front().first <= seen) sent_log_.pop_front();
+  if (seen < sent_log_floor_) return;  // cannot count what it has not seen: let it lapse
+  std::uint64_t unseen = 0;  // messages with this tag on their way to the receiver
+  for (const auto& [id, tag] : sent_log_) unseen += tag == h.tag ? 1 : 0;
+  const auto ahead = static_cast<std::uint64_t>(h.priority);
+  if (unseen > ahead) return;  // its message is already announced: it lapses at the receiver
+  adverts_in_[h.tag].push_back(AdvertIn{h.msg_id, ahead - unseen, h.total});
+  ++adverts_in_count_;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -586,11 +709,13 @@ void Connection::handle_abort(const Header& h) {
 void Connection::watchdog(Clock::time_point now) {
   if (state_ == State::failed) return;
   if (state_ == State::handshaking) {
-    if (now - created_ > config_.timeout && refusing_) {
+    const auto limit = std::min(config_.timeout, config_.handshake_timeout);
+    if (now - created_ > limit && refusing_) {
       fail(refusal_);  // the refusal never left: close anyway
-    } else if (now - created_ > config_.timeout) {
-      fail(peer_status(StatusCode::timeout, "handshake did not complete within TICTAC_TIMEOUT (" +
-                                                std::to_string(config_.timeout.count()) + " ms)"));
+    } else if (now - created_ > limit) {
+      fail(peer_status(StatusCode::timeout,
+                       "handshake did not complete within " + std::to_string(limit.count()) +
+                           " ms (TICTAC_HANDSHAKE_TIMEOUT / TICTAC_TIMEOUT)"));
     }
     return;
   }

@@ -1,8 +1,19 @@
 // Connection: the core's per-peer protocol over one Endpoint (internal to transport/).
 //
 // Implements the message protocol on top of frames (see docs/transport.md):
-//   sender:   ANNOUNCE (control lane, FIFO) -> [eager: DATA now | rendezvous: wait READY] -> DATA
-//   receiver: ANNOUNCE -> match -> READY (rendezvous) / land or pool (eager) -> CREDIT (eager)
+//   sender:   ANNOUNCE (control lane, FIFO) -> [claimed or eager: DATA now | rendezvous: wait
+//             READY] -> DATA
+//   receiver: ANNOUNCE -> match -> READY (rendezvous) / land or pool (eager, claimed) -> CREDIT
+//             (eager)
+// Adverts: a receive posted before its message is announced is advertised (ADVERT: tag, capacity,
+// the last message id seen, and how many receives of the same (source, tag) wait ahead of it).
+// Both sides then know which future message will match it: the (ahead+1)-th message with that tag
+// after the last one the receiver had seen. The sender claims the advert with that message
+// (kFlagClaimed) when it fits, and queues its data at once, in its priority lane. Matching stays
+// first-in-first-out by (source, tag); a claimed message whose receive went away (cancelled)
+// lands like an eager one (in the next matching receive, or a pool buffer no larger than the
+// capacity the receiver advertised). An advert whose message was announced before the advert
+// reached the sender simply lapses.
 // plus REJECT (receive buffer too small), ABORT (sender cancelled), HEARTBEAT (liveness) and the
 // handshake: first AUTH frames carrying transport/auth's version check and (with a token) the
 // HMAC-SHA256 mutual authentication, then one HELLO each way. Nothing but AUTH is accepted before
@@ -15,6 +26,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +59,8 @@ class ConnectionHost {
   // The connection reached its terminal state (its own requests are already completed).
   virtual void connection_failed(Connection& conn, const Status& status) = 0;
   virtual void schedule_pump(SendQueue& queue) = 0;
+  // Messages of `conn` announced and not matched yet.
+  virtual std::size_t unexpected_count(const Connection& conn) const = 0;
 };
 
 class Connection final : public EndpointSink {
@@ -72,6 +86,10 @@ class Connection final : public EndpointSink {
 
   // --- called by the Core ---
   void send(Request* req);
+  // Advertises the waiting receive `req` (posted for this peer; `ahead` receives for the same tag
+  // from this peer wait before it; no any-source receive for the tag waits). No-op when adverts
+  // are off (TICTAC_ADVERTS=0), at the limit, or before the handshake is done.
+  void advertise(const Request* req, std::uint64_t ahead);
   // A posted receive matched an unexpected message of this connection.
   void bind(std::uint64_t msg_id, Request* req);
   // true if the request belonged to this connection (it completes now or as soon as no backend
@@ -97,7 +115,7 @@ class Connection final : public EndpointSink {
   struct OutMsg {
     Request* req = nullptr;
     std::uint64_t control_id = 0;  // its ANNOUNCE on the control lane
-    bool eager = false;
+    bool eager = false;            // data follows the ANNOUNCE without READY (eager or claimed)
     bool announced = false;        // ANNOUNCE handed to the backend
     bool all_popped = false;       // every chunk handed to the backend
     bool cancelling = false;
@@ -107,7 +125,8 @@ class Connection final : public EndpointSink {
     Tag tag = 0;
     std::uint64_t total = 0;
     Priority priority = 0;
-    bool eager = false;
+    bool eager = false;                      // data comes without READY (eager or claimed)
+    std::uint64_t credit = 0;                // eager-pool bytes it holds (0 when claimed)
     Request* recv = nullptr;                 // bound receive
     std::unique_ptr<std::byte[]> pool;       // eager bytes of an unexpected message
     std::uint64_t received = 0;
@@ -143,6 +162,12 @@ class Connection final : public EndpointSink {
   void handle_ready(const wire::Header& h);
   void handle_reject(const wire::Header& h);
   void handle_abort(const wire::Header& h);
+  void handle_advert(const wire::Header& h);
+  Status validate_claim(const wire::Header& h);
+  // Receiver: one more message with `tag` was announced; lapses or settles the adverts it targets.
+  void count_announce(Tag tag);
+  // Sender: the advert (if any) that the next message with `tag` claims; advances the others.
+  std::optional<std::pair<std::uint64_t, std::uint64_t>> next_claim(Tag tag);  // (id, capacity)
   void bind_in(std::uint64_t msg_id, InMsg& m, Request* req);
   // The message's bytes are all here (or it was dropped): deliver, return credit, forget.
   void settle_in(std::uint64_t msg_id);
@@ -178,6 +203,29 @@ class Connection final : public EndpointSink {
   std::unordered_map<std::uint64_t, InMsg> in_;
   std::unordered_map<std::uint64_t, ControlFrame> control_;
   std::unordered_map<std::uint64_t, Sent> sent_;
+  // Receiver side of adverts: outstanding ones by tag, each with the number of announcements of
+  // that tag still to come before its target.
+  struct AdvertOut {
+    std::uint64_t id;
+    std::uint64_t countdown;
+    std::uint64_t capacity;
+  };
+  std::unordered_map<Tag, std::vector<AdvertOut>> adverts_out_;
+  std::size_t adverts_out_count_ = 0;
+  std::uint64_t next_advert_id_ = 1;
+  // Sender side: adverts received, by tag, with the sends of that tag still to come before the
+  // one that claims it; and the (msg_id, tag) of messages the receiver may not have seen yet.
+  struct AdvertIn {
+    std::uint64_t id;
+    std::uint64_t remaining;
+    std::uint64_t capacity;
+  };
+  std::unordered_map<Tag, std::vector<AdvertIn>> adverts_in_;
+  std::size_t adverts_in_count_ = 0;
+  std::uint64_t last_advert_in_ = 0;
+  std::deque<std::pair<std::uint64_t, Tag>> sent_log_;
+  std::uint64_t sent_log_floor_ = 0;  // ids <= this fell out of the log
+
   Clock::time_point created_;
   Clock::time_point last_rx_;
   Clock::time_point last_tx_;

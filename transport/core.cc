@@ -99,6 +99,18 @@ Result<std::string> Core::listen(std::string_view address) {
   if (dev == nullptr) return error;
   return dev->backend->listen(rest, [this, dev](std::unique_ptr<Endpoint> ep) {
     if (closed_) return;
+    std::size_t handshaking = 0;
+    for (const auto& [id, c] : conns_) {
+      handshaking += c->state() == Connection::State::handshaking && !c->initiator() ? 1 : 0;
+    }
+    if (handshaking >= config_.max_handshakes) {
+      TICTAC_LOG(warn) << "refusing an incoming connection (" << ep->describe() << "): "
+                       << handshaking << " handshakes are already in progress (TICTAC_MAX_HANDSHAKES="
+                       << config_.max_handshakes << ")";
+      ep->close();
+      engine_.defer([gone = std::shared_ptr<Endpoint>(std::move(ep))] {});
+      return;
+    }
     add_connection(*dev, std::move(ep), /*initiator=*/false);
   });
 }
@@ -224,7 +236,14 @@ void Core::recv(std::unique_ptr<Request> req) {
     }
   }
   std::optional<Matcher::Message> m = matcher_.on_recv(r->id(), r->peer(), r->tag());
-  if (!m) return;
+  if (!m) {
+    // Waiting: tell the sender, unless an any-source receive for this tag waits ahead of it
+    // (then which receive its next message matches depends on which peer sends first).
+    if (r->peer() != kAnyPeer && !matcher_.any_source_waiting(r->tag())) {
+      conns_.at(r->peer())->advertise(r, matcher_.waiting_for(r->peer(), r->tag()) - 1);
+    }
+    return;
+  }
   cuda_->on_bound(r->id(), m->peer);
   conns_.at(m->peer)->bind(m->msg_id, r);
 }
@@ -390,6 +409,8 @@ bool Core::device_memory_ok(PeerId peer) const {
   }
   return false;
 }
+
+std::size_t Core::unexpected_count(const Connection& conn) const { return matcher_.unexpected_from(conn.id()); }
 
 void Core::schedule_pump(SendQueue& queue) {
   for (Device& d : devices_) {

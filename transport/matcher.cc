@@ -1,76 +1,167 @@
 #include "transport/matcher.h"
 
+#include <algorithm>
+
 namespace tictac::transport {
 
-std::optional<RequestId> Matcher::on_message(PeerId from, Tag tag, std::uint64_t msg_id) {
-  for (auto it = recvs_.begin(); it != recvs_.end(); ++it) {
-    if (it->tag == tag && (it->peer == kAnyPeer || it->peer == from)) {
-      const RequestId id = it->id;
-      recvs_.erase(it);
-      return id;
-    }
+const Matcher::Entry* Matcher::live_recv_head(Queue& q) const {
+  while (!q.empty()) {
+    auto it = recvs_.find(q.front().id);
+    if (it != recvs_.end() && it->second.seq == q.front().seq) return &q.front();
+    q.pop_front();
   }
-  messages_.push_back(Message{from, msg_id, tag});
+  return nullptr;
+}
+
+const Matcher::Entry* Matcher::live_msg_head(Queue& q) const {
+  while (!q.empty()) {
+    if (messages_.count(q.front().id) != 0) return &q.front();
+    q.pop_front();
+  }
+  return nullptr;
+}
+
+void Matcher::forget_recv(RequestId id) {
+  auto it = recvs_.find(id);
+  if (it == recvs_.end()) return;
+  const RecvInfo r = it->second;
+  recvs_.erase(it);
+  if (r.peer != kAnyPeer) {
+    auto c = recv_count_.find(Key{r.peer, r.tag});
+    if (c != recv_count_.end() && --c->second == 0) recv_count_.erase(c);
+    auto q = recv_by_key_.find(Key{r.peer, r.tag});
+    if (q != recv_by_key_.end() && live_recv_head(q->second) == nullptr) recv_by_key_.erase(q);
+  } else {
+    auto q = recv_any_.find(r.tag);
+    if (q != recv_any_.end() && live_recv_head(q->second) == nullptr) recv_any_.erase(q);
+  }
+}
+
+void Matcher::forget_msg(std::uint64_t seq) {
+  auto it = messages_.find(seq);
+  if (it == messages_.end()) return;
+  const MsgInfo m = it->second;
+  messages_.erase(it);
+  msg_seq_.erase(Key{m.peer, m.msg_id});
+  auto c = msg_count_.find(m.peer);
+  if (c != msg_count_.end() && --c->second == 0) msg_count_.erase(c);
+  auto k = msg_by_key_.find(Key{m.peer, m.tag});
+  if (k != msg_by_key_.end() && live_msg_head(k->second) == nullptr) msg_by_key_.erase(k);
+  auto t = msg_by_tag_.find(m.tag);
+  if (t != msg_by_tag_.end() && live_msg_head(t->second) == nullptr) msg_by_tag_.erase(t);
+}
+
+std::optional<RequestId> Matcher::on_message(PeerId from, Tag tag, std::uint64_t msg_id) {
+  const Entry* specific = nullptr;
+  const Entry* any = nullptr;
+  if (auto q = recv_by_key_.find(Key{from, tag}); q != recv_by_key_.end()) specific = live_recv_head(q->second);
+  if (auto q = recv_any_.find(tag); q != recv_any_.end()) any = live_recv_head(q->second);
+  const Entry* take = specific;
+  if (take == nullptr || (any != nullptr && any->seq < take->seq)) take = any;
+  if (take != nullptr) {
+    const RequestId id = take->id;
+    forget_recv(id);
+    return id;
+  }
+  const std::uint64_t seq = next_seq_++;
+  messages_.emplace(seq, MsgInfo{from, tag, msg_id});
+  msg_by_key_[Key{from, tag}].push_back(Entry{seq, seq});
+  msg_by_tag_[tag].push_back(Entry{seq, seq});
+  msg_seq_[Key{from, msg_id}] = seq;
+  ++msg_count_[from];
   return std::nullopt;
 }
 
 std::optional<Matcher::Message> Matcher::on_recv(RequestId id, PeerId from_or_any, Tag tag) {
-  for (auto it = messages_.begin(); it != messages_.end(); ++it) {
-    if (it->tag == tag && (from_or_any == kAnyPeer || it->peer == from_or_any)) {
-      Message m = *it;
-      messages_.erase(it);
-      return m;
-    }
+  const Entry* head = nullptr;
+  if (from_or_any == kAnyPeer) {
+    if (auto q = msg_by_tag_.find(tag); q != msg_by_tag_.end()) head = live_msg_head(q->second);
+  } else if (auto q = msg_by_key_.find(Key{from_or_any, tag}); q != msg_by_key_.end()) {
+    head = live_msg_head(q->second);
   }
-  recvs_.push_back(Recv{id, from_or_any, tag});
+  if (head != nullptr) {
+    const std::uint64_t seq = head->id;
+    const MsgInfo m = messages_.at(seq);
+    forget_msg(seq);
+    return Message{m.peer, m.msg_id, m.tag};
+  }
+  const std::uint64_t seq = next_seq_++;
+  recvs_[id] = RecvInfo{seq, from_or_any, tag};
+  if (from_or_any == kAnyPeer) {
+    recv_any_[tag].push_back(Entry{seq, id});
+  } else {
+    recv_by_key_[Key{from_or_any, tag}].push_back(Entry{seq, id});
+    ++recv_count_[Key{from_or_any, tag}];
+  }
   return std::nullopt;
 }
 
 bool Matcher::has_unexpected(PeerId from_or_any, Tag tag) const {
-  for (const Message& m : messages_) {
-    if (m.tag == tag && (from_or_any == kAnyPeer || m.peer == from_or_any)) return true;
+  if (from_or_any == kAnyPeer) {
+    auto q = msg_by_tag_.find(tag);
+    return q != msg_by_tag_.end() && live_msg_head(q->second) != nullptr;
   }
-  return false;
+  auto q = msg_by_key_.find(Key{from_or_any, tag});
+  return q != msg_by_key_.end() && live_msg_head(q->second) != nullptr;
+}
+
+bool Matcher::any_source_waiting(Tag tag) const {
+  auto q = recv_any_.find(tag);
+  return q != recv_any_.end() && live_recv_head(q->second) != nullptr;
+}
+
+std::size_t Matcher::waiting_for(PeerId peer, Tag tag) const {
+  auto c = recv_count_.find(Key{peer, tag});
+  return c == recv_count_.end() ? 0 : c->second;
+}
+
+std::size_t Matcher::unexpected_from(PeerId peer) const {
+  auto c = msg_count_.find(peer);
+  return c == msg_count_.end() ? 0 : c->second;
 }
 
 bool Matcher::cancel_recv(RequestId id) {
-  for (auto it = recvs_.begin(); it != recvs_.end(); ++it) {
-    if (it->id == id) {
-      recvs_.erase(it);
-      return true;
-    }
-  }
-  return false;
+  if (recvs_.count(id) == 0) return false;
+  forget_recv(id);
+  return true;
 }
 
 bool Matcher::drop_message(PeerId peer, std::uint64_t msg_id) {
-  for (auto it = messages_.begin(); it != messages_.end(); ++it) {
-    if (it->peer == peer && it->msg_id == msg_id) {
-      messages_.erase(it);
-      return true;
-    }
-  }
-  return false;
+  auto it = msg_seq_.find(Key{peer, msg_id});
+  if (it == msg_seq_.end()) return false;
+  forget_msg(it->second);
+  return true;
 }
 
 std::vector<RequestId> Matcher::drop_peer(PeerId peer) {
-  messages_.remove_if([&](const Message& m) { return m.peer == peer; });
+  std::vector<std::uint64_t> msgs;
+  for (const auto& [seq, m] : messages_) {
+    if (m.peer == peer) msgs.push_back(seq);
+  }
+  for (std::uint64_t seq : msgs) forget_msg(seq);
+  std::vector<std::pair<std::uint64_t, RequestId>> mine;
+  for (const auto& [id, r] : recvs_) {
+    if (r.peer == peer) mine.emplace_back(r.seq, id);
+  }
+  std::sort(mine.begin(), mine.end());
   std::vector<RequestId> out;
-  for (auto it = recvs_.begin(); it != recvs_.end();) {
-    if (it->peer == peer) {
-      out.push_back(it->id);
-      it = recvs_.erase(it);
-    } else {
-      ++it;
-    }
+  for (const auto& [seq, id] : mine) {
+    forget_recv(id);
+    out.push_back(id);
   }
   return out;
 }
 
 std::vector<RequestId> Matcher::take_all_recvs() {
-  std::vector<RequestId> out;
-  for (const Recv& r : recvs_) out.push_back(r.id);
+  std::vector<std::pair<std::uint64_t, RequestId>> all;
+  for (const auto& [id, r] : recvs_) all.emplace_back(r.seq, id);
+  std::sort(all.begin(), all.end());
   recvs_.clear();
+  recv_by_key_.clear();
+  recv_any_.clear();
+  recv_count_.clear();
+  std::vector<RequestId> out;
+  for (const auto& [seq, id] : all) out.push_back(id);
   return out;
 }
 

@@ -4,11 +4,16 @@
 // connection that is the sender's submission order, because announcements travel on the control
 // lane in FIFO order). A receive from kAnyPeer accepts a message from any peer. Equal keys are
 // first in, first out on both sides. Pure, single-threaded (the Context's loop thread).
+//
+// Cost: O(1) amortised per operation (hash-indexed FIFO queues per (peer, tag) and per tag for
+// any-source receives, with lazily dropped entries for cancelled receives and forgotten
+// messages); drop_peer and take_all_recvs are linear in what they return plus the stale entries.
 #pragma once
 
 #include <cstdint>
-#include <list>
+#include <deque>
 #include <optional>
+#include <unordered_map>
 #include <vector>
 
 #include "transport/types.h"
@@ -32,27 +37,72 @@ class Matcher {
 
   // Whether a receive posted now for (from_or_any, tag) would match an unexpected message.
   bool has_unexpected(PeerId from_or_any, Tag tag) const;
+  // Whether an any-source receive for `tag` is waiting (it would take the next message with that
+  // tag from any peer before a receive posted now).
+  bool any_source_waiting(Tag tag) const;
+  // How many receives posted for exactly (peer, tag) are waiting.
+  std::size_t waiting_for(PeerId peer, Tag tag) const;
   // Forgets a posted receive; false if it was not waiting.
   bool cancel_recv(RequestId id);
   // Forgets an unexpected message; false if it was not waiting.
   bool drop_message(PeerId peer, std::uint64_t msg_id);
   // A peer failed: forgets its unexpected messages and returns (and forgets) the receives posted
-  // for that peer specifically. Any-source receives stay.
+  // for that peer specifically, in posting order. Any-source receives stay.
   std::vector<RequestId> drop_peer(PeerId peer);
   // All posted receives in posting order, forgotten (context close).
   std::vector<RequestId> take_all_recvs();
 
   std::size_t posted() const { return recvs_.size(); }
   std::size_t unexpected() const { return messages_.size(); }
+  // Unexpected messages of one peer (a bound on per-peer state).
+  std::size_t unexpected_from(PeerId peer) const;
 
  private:
-  struct Recv {
-    RequestId id;
+  struct Key {
+    PeerId peer;
+    Tag tag;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const {
+      return std::hash<std::uint64_t>()(k.peer * 0x9E3779B97F4A7C15ULL ^ k.tag);
+    }
+  };
+  struct Entry {
+    std::uint64_t seq;  // posting / arrival order
+    std::uint64_t id;   // RequestId, or the message's seq for messages
+  };
+  struct RecvInfo {
+    std::uint64_t seq;
     PeerId peer;
     Tag tag;
   };
-  std::list<Recv> recvs_;
-  std::list<Message> messages_;
+  struct MsgInfo {
+    PeerId peer;
+    Tag tag;
+    std::uint64_t msg_id;
+  };
+  using Queue = std::deque<Entry>;
+
+  // Drops stale heads; returns the live head or nullptr.
+  const Entry* live_recv_head(Queue& q) const;
+  const Entry* live_msg_head(Queue& q) const;
+  void forget_recv(RequestId id);
+  void forget_msg(std::uint64_t seq);
+
+  std::uint64_t next_seq_ = 1;
+  // Receives: live ones by id; FIFO queues (possibly holding stale entries) per key.
+  std::unordered_map<RequestId, RecvInfo> recvs_;
+  // mutable: const queries drop stale heads (no observable change).
+  mutable std::unordered_map<Key, Queue, KeyHash> recv_by_key_;
+  mutable std::unordered_map<Tag, Queue> recv_any_;  // kAnyPeer receives by tag
+  std::unordered_map<Key, std::size_t, KeyHash> recv_count_;
+  // Unexpected messages: live ones by seq; FIFO queues per key and per tag.
+  std::unordered_map<std::uint64_t, MsgInfo> messages_;
+  mutable std::unordered_map<Key, Queue, KeyHash> msg_by_key_;
+  mutable std::unordered_map<Tag, Queue> msg_by_tag_;
+  std::unordered_map<Key, std::uint64_t, KeyHash> msg_seq_;  // (peer, msg_id) -> seq
+  std::unordered_map<PeerId, std::size_t> msg_count_;
 };
 
 }  // namespace tictac::transport

@@ -22,7 +22,7 @@ Status bad(const std::string& what) {
 
 bool known_type(std::uint8_t t) {
   return t >= static_cast<std::uint8_t>(FrameType::hello) &&
-         t <= static_cast<std::uint8_t>(FrameType::auth);
+         t <= static_cast<std::uint8_t>(FrameType::advert);
 }
 
 }  // namespace
@@ -38,6 +38,7 @@ std::string_view to_string(FrameType type) {
     case FrameType::abort: return "ABORT";
     case FrameType::heartbeat: return "HEARTBEAT";
     case FrameType::auth: return "AUTH";
+    case FrameType::advert: return "ADVERT";
   }
   return "UNKNOWN";
 }
@@ -95,7 +96,7 @@ Result<Header> decode(std::span<const std::byte> bytes) {
   if (!known_type(type)) return bad("unknown frame type " + std::to_string(type));
   h.type = static_cast<FrameType>(type);
   const std::string name(to_string(h.type));
-  if (h.flags != 0 && !(h.type == FrameType::announce && h.flags == kFlagEager)) {
+  if (h.flags != 0 && !(h.type == FrameType::announce && (h.flags == kFlagEager || h.flags == kFlagClaimed))) {
     return bad("flags 0x" + std::to_string(h.flags) + " not valid on " + name);
   }
   if (h.aux != 0 && h.type != FrameType::reject) return bad("aux field set on " + name);
@@ -136,6 +137,13 @@ Result<Header> decode(std::span<const std::byte> bytes) {
       break;
   }
   if (h.type == FrameType::credit && h.total == 0) return bad("CREDIT of zero bytes");
+  if (h.type == FrameType::advert && (h.msg_id == 0 || h.priority < 0)) {
+    return bad("ADVERT with number " + std::to_string(h.msg_id) + " and " + std::to_string(h.priority) +
+               " receives ahead");
+  }
+  if (h.type == FrameType::announce && h.flags != kFlagClaimed && h.offset != 0) {
+    return bad("ANNOUNCE that claims no advert carries offset " + std::to_string(h.offset));
+  }
   return h;
 }
 

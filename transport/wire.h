@@ -6,12 +6,15 @@
 //     0   4  magic     kMagic ("TTAC")
 //     4   2  version   kVersion
 //     6   1  type      FrameType
-//     7   1  flags     kFlagEager (ANNOUNCE only)
-//     8   8  tag       user tag (ANNOUNCE, DATA)
-//    16   8  msg_id    sender's message number on this connection (ANNOUNCE, DATA, READY, REJECT, ABORT)
-//    24   8  offset    first payload byte's offset in the message (DATA)
-//    32   8  total     message length (ANNOUNCE, DATA) or credit bytes (CREDIT)
-//    40   8  priority  sender's priority, smaller first (ANNOUNCE, DATA)
+//     7   1  flags     kFlagEager or kFlagClaimed (ANNOUNCE only)
+//     8   8  tag       user tag (ANNOUNCE, DATA, ADVERT)
+//    16   8  msg_id    sender's message number on this connection (ANNOUNCE, DATA, READY, REJECT,
+//                      ABORT); the advert's number (ADVERT)
+//    24   8  offset    first payload byte's offset in the message (DATA); the advert claimed
+//                      (ANNOUNCE with kFlagClaimed); the last message id the receiver had seen (ADVERT)
+//    32   8  total     message length (ANNOUNCE, DATA), credit bytes (CREDIT), capacity (ADVERT)
+//    40   8  priority  sender's priority, smaller first (ANNOUNCE, DATA); receives of the same
+//                      (source, tag) waiting ahead of the advertised one (ADVERT, >= 0)
 //    48   4  length    payload bytes after this header (AUTH, HELLO, DATA)
 //    52   4  aux       StatusCode of a REJECT; zero otherwise
 //
@@ -37,13 +40,17 @@
 namespace tictac::transport::wire {
 
 inline constexpr std::uint32_t kMagic = 0x43415454;  // bytes "TTAC"
-inline constexpr std::uint16_t kVersion = 1;
+inline constexpr std::uint16_t kVersion = 2;  // 2: ADVERT and claimed ANNOUNCEs
 inline constexpr std::uint16_t kHandshakeFrameVersion = 1;  // AUTH frames, frozen (see above)
 inline constexpr std::size_t kHeaderBytes = 56;
 inline constexpr std::uint32_t kMaxHelloBytes = 4096;
 inline constexpr std::uint32_t kMaxAuthBytes = 1024;  // >= twice the largest handshake message
 inline constexpr std::uint32_t kMaxChunkBytes = 1u << 30;
 inline constexpr std::uint8_t kFlagEager = 0x1;
+// ANNOUNCE of a message that claims the receiver's advert `offset`: its data follows at once.
+inline constexpr std::uint8_t kFlagClaimed = 0x2;
+// Adverts a receiver may have outstanding on one connection (a sender refuses more).
+inline constexpr std::uint32_t kMaxAdvertsOutstanding = 65536;
 
 enum class FrameType : std::uint8_t {
   hello = 1,      // handshake: payload = handshake body (see handshake.h)
@@ -55,6 +62,7 @@ enum class FrameType : std::uint8_t {
   abort = 7,      // sender cancelled msg_id; no more data for it
   heartbeat = 8,  // liveness while idle
   auth = 9,       // authentication handshake bytes (transport/auth/ messages), before HELLO
+  advert = 10,    // receiver: a receive for `tag` is posted (capacity `total`), see connection.h
 };
 
 std::string_view to_string(FrameType type);

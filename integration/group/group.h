@@ -70,6 +70,11 @@ class Group {
                             transport::Priority priority, Done done);
   transport::RequestId recv(int src, std::uint64_t tag, void* data, std::size_t bytes, Done done);
   void cancel(transport::RequestId id);
+  // Batches (transport::Context::begin_batch/end_batch): this thread's send/recv/cancel calls
+  // between them reach the transport's loop as one task, so its send queue orders every send of
+  // the batch before the first chunk leaves. They nest; other threads are not affected.
+  void begin_batch() { context_->begin_batch(); }
+  void end_batch() { context_->end_batch(); }
 
   // Collectives (blocking).
   Status barrier();

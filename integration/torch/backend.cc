@@ -115,6 +115,16 @@ class TicTacWork : public c10d::Work {
   void synchronize() override {}
 
   void set_cancel(std::function<void()> cancel) { cancel_ = std::move(cancel); }
+  // Cancels the transfer(s) behind this work (no effect once complete).
+  void cancel_transfer() {
+    if (cancel_) cancel_();
+  }
+
+  // Completion thread only: fails the work with `e` (a coalesced batch passes on an op's error).
+  void fail(std::exception_ptr e) {
+    finish(e);
+    future_->setError(e);
+  }
 
   // Completion thread only.
   void complete(const Status& status, int source) {
@@ -186,6 +196,7 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::send(std::vector<at::Tensor>& tens
   auto work = make_work(c10d::OpType::SEND, {t},
                         "send to rank " + std::to_string(dstRank) + " (tag " +
                             std::to_string(tag) + ", " + std::to_string(t.nbytes()) + " bytes)");
+  note_coalesced(work);
   const std::int64_t priority = group_->priorities().lookup(tag);
   group::SerialExecutor* done_exec = completions_.get();
   auto finish = [work, done_exec](const Status& s, std::uint64_t, int src) {
@@ -216,6 +227,7 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::post_recv(std::vector<at::Tensor>&
   auto work = make_work(src < 0 ? c10d::OpType::RECVANYSOURCE : c10d::OpType::RECV, {t},
                         "recv from " + peer_text(src) + " (tag " + std::to_string(tag) + ", " +
                             std::to_string(t.nbytes()) + " bytes)");
+  note_coalesced(work);
   group::SerialExecutor* done_exec = completions_.get();
   const std::size_t expected = t.nbytes();
   auto check_size = [expected](const Status& s, std::uint64_t n) {
@@ -403,6 +415,93 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::_allgather_base(at::Tensor& output
     if (s.ok()) scatter_back(flat, outs);
     return s;
   });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Coalescing: one transport batch per startCoalescing()/endCoalescing() pair on a thread.
+
+namespace {
+
+struct OpenCoalescing {
+  const TicTacBackend* backend;
+  std::vector<c10::intrusive_ptr<TicTacWork>> works;
+};
+// This thread's open batches, one per backend (a thread may coalesce on two groups at once).
+thread_local std::vector<OpenCoalescing> t_coalescing;
+
+std::vector<OpenCoalescing>::iterator find_coalescing(const TicTacBackend* backend) {
+  return std::find_if(t_coalescing.begin(), t_coalescing.end(),
+                      [backend](const OpenCoalescing& c) { return c.backend == backend; });
+}
+
+}  // namespace
+
+void TicTacBackend::note_coalesced(const c10::intrusive_ptr<TicTacWork>& work) {
+  auto it = find_coalescing(this);
+  if (it != t_coalescing.end()) it->works.push_back(work);
+}
+
+void TicTacBackend::startCoalescing() {
+  TORCH_CHECK(group_ != nullptr, "tictac: the process group was shut down");
+  TORCH_CHECK(find_coalescing(this) == t_coalescing.end(),
+              "tictac startCoalescing: this thread is already coalescing on this group (call "
+              "endCoalescing first; batches do not nest)");
+  t_coalescing.push_back(OpenCoalescing{this, {}});
+  group_->begin_batch();
+}
+
+c10::intrusive_ptr<c10d::Work> TicTacBackend::endCoalescing() {
+  auto it = find_coalescing(this);
+  TORCH_CHECK(it != t_coalescing.end(),
+              "tictac endCoalescing: this thread has no open batch on this group (call "
+              "startCoalescing first)");
+  std::vector<c10::intrusive_ptr<TicTacWork>> works = std::move(it->works);
+  t_coalescing.erase(it);
+  std::vector<at::Tensor> outputs;
+  for (const auto& w : works) {
+    for (const at::Tensor& t : w->result()) outputs.push_back(t);
+  }
+  c10::intrusive_ptr<TicTacWork> all;
+  try {
+    all = make_work(c10d::OpType::COALESCED, outputs,
+                    "coalesced batch of " + std::to_string(works.size()) + " p2p ops");
+  } catch (...) {
+    if (group_) group_->end_batch();
+    throw;
+  }
+  all->set_cancel([works] {
+    for (const auto& w : works) w->cancel_transfer();
+  });
+  // The join is attached before the batch is posted, so no op can complete unseen.
+  struct Join {
+    std::mutex mu;
+    std::size_t left;
+    std::exception_ptr first;
+  };
+  auto join = std::make_shared<Join>();
+  join->left = works.size();
+  group::SerialExecutor* done_exec = completions_.get();
+  for (const auto& w : works) {
+    w->getFuture()->addCallback([join, all, done_exec](c10::ivalue::Future& f) {
+      std::exception_ptr last;
+      {
+        std::lock_guard lock(join->mu);
+        if (f.hasError() && !join->first) join->first = f.exception_ptr();
+        if (--join->left > 0) return;
+        last = join->first;
+      }
+      done_exec->post([all, last] {
+        if (last) {
+          all->fail(last);
+        } else {
+          all->complete(Status::Ok(), -1);
+        }
+      });
+    });
+  }
+  group_->end_batch();
+  if (works.empty()) done_exec->post([all] { all->complete(Status::Ok(), -1); });
+  return all;
 }
 
 }  // namespace tictac::torch_adapter

@@ -57,6 +57,17 @@ class TicTacBackend : public c10d::Backend {
       const c10d::AllgatherOptions& opts = c10d::AllgatherOptions()) override;
   void shutdown() override;
 
+  // Coalescing (dist.batch_isend_irecv, torch's _coalescing_manager): the calling thread's p2p
+  // ops between startCoalescing() and endCoalescing() reach the transport as one batch
+  // (group::Group::begin_batch), so their sends leave in priority order from the first chunk
+  // on. endCoalescing() returns one Work that completes when every op of the batch has (the
+  // first error wins); each op's own Work stays valid too. CUDA sends are staged on the staging
+  // thread, so they are posted after the batch (in their priority lane). One batch per thread
+  // and group at a time (no nesting).
+  bool supportsCoalescing() const override { return true; }
+  void startCoalescing() override;
+  c10::intrusive_ptr<c10d::Work> endCoalescing() override;
+
   // The scheduler's tag -> priority table (smaller = sent first).
   group::PriorityTable& priorities() { return group_->priorities(); }
   std::string address() const { return group_->address(); }
@@ -69,6 +80,8 @@ class TicTacBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> collective(c10d::OpType op, std::vector<at::Tensor> outputs,
                                             std::string what, std::function<Status()> body);
   c10::intrusive_ptr<c10d::Work> post_recv(std::vector<at::Tensor>& tensors, int src, int tag);
+  // Adds `work` to this thread's open coalescing batch on this backend, if there is one.
+  void note_coalesced(const c10::intrusive_ptr<TicTacWork>& work);
 
   std::chrono::milliseconds timeout_;
   std::unique_ptr<group::Group> group_;

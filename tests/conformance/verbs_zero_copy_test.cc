@@ -25,6 +25,9 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 TransportConfig rendezvous_config() {
   TransportConfig c = small_config();
   c.eager_bytes = 0;  // every message goes by rendezvous (READY), which is where exports happen
+  // Receives posted first would be advertised and their messages claimed: those travel through
+  // the ring (no export; see docs/transport.md "Adverts"). These tests are about the READY path.
+  c.max_adverts = 0;
   return c;
 }
 

@@ -37,7 +37,10 @@ void check_header_promises(const wire::Header& h) {
   check(wire::to_string(h.type) != "UNKNOWN");
   check(h.magic == wire::kMagic);
   check(h.version == (h.type == wire::FrameType::auth ? wire::kHandshakeFrameVersion : wire::kVersion));
-  check(h.flags == 0 || (h.type == wire::FrameType::announce && h.flags == wire::kFlagEager));
+  check(h.flags == 0 || (h.type == wire::FrameType::announce &&
+                         (h.flags == wire::kFlagEager || h.flags == wire::kFlagClaimed)));
+  if (h.type == wire::FrameType::announce && h.flags != wire::kFlagClaimed) check(h.offset == 0);
+  if (h.type == wire::FrameType::advert) check(h.msg_id != 0 && h.priority >= 0 && h.length == 0);
   check(h.aux == 0 || h.type == wire::FrameType::reject);
   switch (h.type) {
     case wire::FrameType::hello: check(h.length >= 1 && h.length <= wire::kMaxHelloBytes); break;

@@ -344,8 +344,9 @@ def big_data(w, it):
 
 @needs_tictac
 def test_tictac_transfer_order_matches_policy():
-    cfgs = [ps.PSConfig(num_ps=1, mode="inference", iters=4, policy="random", timeout=30),
-            ps.PSConfig(num_ps=1, mode="training", iters=3, policy="random", timeout=30, lr=1e-3)]
+    cfgs = [ps.PSConfig(num_ps=1, mode="inference", iters=4, policy="random", timeout=30, auto_order=False),
+            ps.PSConfig(num_ps=1, mode="training", iters=3, policy="random", timeout=30, lr=1e-3,
+                        pipeline=False, auto_order=False)]     # pipelined, availability sets the order (test_ps_pipeline.py)
     results, _, _ = launch(entry_runs, 3, big, big_data, cfgs, backend="tictac", env={"TICTAC_WINDOW": "1"})
     for r in results:
         for s in r["stats"]:

@@ -1,6 +1,9 @@
 #include "transport/tcp/endpoint.h"
 
+#include <linux/sockios.h>
+#include <poll.h>
 #include <sys/epoll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,6 +18,11 @@ constexpr std::size_t kMaxQueuedFrames = 256;
 constexpr int kMaxIov = 64;
 constexpr int kMaxFramesPerWakeup = 64;  // fairness between sockets on one loop
 constexpr std::size_t kScratchBytes = 64 << 10;
+// The endpoint takes no new chunk while more than this many bytes wait in user space for the
+// socket (which itself holds at most TICTAC_TCP_NOTSENT_LOWAT unsent bytes): together they bound
+// how far a newly queued high-priority chunk lands behind data already handed over.
+constexpr std::size_t kQueuedBytesLowWater = 128 << 10;
+constexpr int kLingerMs = 200;  // graceful close: longest wait for the peer's acknowledgement
 }  // namespace
 
 TcpEndpoint::TcpEndpoint(ProgressEngine& engine, int fd)
@@ -43,7 +51,9 @@ void TcpEndpoint::start(EndpointSink* sink) {
   if (!out_.empty()) schedule_flush();
 }
 
-bool TcpEndpoint::has_capacity() const { return !closed_ && out_.size() < kMaxQueuedFrames; }
+bool TcpEndpoint::has_capacity() const {
+  return !closed_ && out_.size() < kMaxQueuedFrames && queued_bytes_ < kQueuedBytesLowWater;
+}
 
 Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload, std::uint64_t cookie) {
   if (closed_) return Status(StatusCode::connection_lost, "connection closed");
@@ -52,7 +62,8 @@ Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload, s
     return Status(StatusCode::resource_exhausted, "no capacity: send queue of the socket is full");
   }
   out_.push_back(OutFrame{wire::encode(header), payload, header.length, cookie, 0});
-  if (out_.size() >= kMaxQueuedFrames) was_full_ = true;
+  queued_bytes_ += wire::kHeaderBytes + header.length;
+  if (!has_capacity()) was_full_ = true;
   if (started_) schedule_flush();
   return Status::Ok();
 }
@@ -72,13 +83,38 @@ void TcpEndpoint::close() {
   if (closed_) return;
   closed_ = true;
   engine_.unwatch(fd_);
+  if (!broken_) linger(fd_);
   ::close(fd_);
   fd_ = -1;
   out_.clear();
 }
 
+void TcpEndpoint::linger(int fd) {
+  // Closing a socket that still holds unread input makes the kernel answer with a RST, and a RST
+  // throws away our own bytes not yet transmitted: the peer would lose our last frames (say, the
+  // final barrier message of a process that exits right after it). So: FIN after our data, then
+  // read and drop the peer's input until our bytes are acknowledged or the peer closes too,
+  // bounded by kLingerMs (the loop thread waits at most that long, and only on a close).
+  ::shutdown(fd, SHUT_WR);
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kLingerMs);
+  std::byte sink[4096];
+  while (true) {
+    ssize_t r;
+    while ((r = ::recv(fd, sink, sizeof sink, MSG_DONTWAIT)) > 0) {
+    }
+    if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) return;  // peer closed / error
+    int unacked = 0;
+    if (::ioctl(fd, SIOCOUTQ, &unacked) != 0 || unacked == 0) return;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0) return;
+    pollfd p{fd, POLLIN, 0};
+    (void)::poll(&p, 1, static_cast<int>(std::min<long long>(left, 5)));
+  }
+}
+
 void TcpEndpoint::fail(const Status& status) {
   if (closed_) return;
+  broken_ = true;  // the socket failed: nothing to linger for
   close();
   if (sink_ != nullptr) sink_->on_failed(status);
 }
@@ -157,6 +193,7 @@ void TcpEndpoint::flush() {
       return;
     }
     std::size_t left = static_cast<std::size_t>(w);
+    queued_bytes_ -= left;
     while (left > 0 && !out_.empty()) {
       OutFrame& f = out_.front();
       const std::size_t need = wire::kHeaderBytes + f.length - f.done;
@@ -175,7 +212,7 @@ void TcpEndpoint::flush() {
     if (alive.expired() || closed_) return;
     sink_->on_sent(cookie);
   }
-  if (!alive.expired() && !closed_ && was_full_ && out_.size() < kMaxQueuedFrames) {
+  if (!alive.expired() && !closed_ && was_full_ && has_capacity()) {
     was_full_ = false;
     sink_->on_writable();
   }

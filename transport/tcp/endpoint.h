@@ -42,6 +42,8 @@ class TcpEndpoint final : public Endpoint {
   // Closes and reports `status` to the sink (once).
   void fail(const Status& status);
   void update_interest();
+  // Graceful close of a healthy socket (see the definition).
+  static void linger(int fd);
   // Bytes the limiter grants for the next write (SIZE_MAX when unlimited); arms the resume timer
   // and returns 0 when the bucket is empty.
   std::size_t write_budget(std::size_t pending);
@@ -55,12 +57,14 @@ class TcpEndpoint final : public Endpoint {
   bool watching_out_ = false;
   bool flush_scheduled_ = false;
   bool was_full_ = false;
+  bool broken_ = false;  // failed: close without lingering
   // TICTAC_RATE_LIMIT: nullptr = unlimited. While throttled, a timer (not EPOLLOUT) resumes.
   EgressLimiter* limiter_ = nullptr;
   bool throttled_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   std::deque<OutFrame> out_;
+  std::size_t queued_bytes_ = 0;  // header and payload bytes in out_ not yet written
 
   enum class ReadState { header, payload };
   ReadState rstate_ = ReadState::header;

@@ -2,15 +2,17 @@
 
     torchrun --nproc-per-node 3 -m tictac.torch.train --model torchvision:resnet18 \\
         --policy tac --mode training --iters 20 --warmup 5 --num-ps 1 --batch 4 --image-size 64 \\
-        --backend tictac --optimizer sgd --lr 0.01 --log-json it.jsonl --trace trace.json
+        --optimizer sgd --lr 0.01 --log-json it.jsonl --trace trace.json
 
 Rendezvous: env:// (torchrun's RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or
 ``--init-method file:///path --rank R --world-size N``, or ``--local N`` to spawn N ranks on
 this machine. Ranks 0..num_ps-1 are parameter servers, the rest workers (each with its own
 seeded synthetic images and labels). Models: ``torchvision:NAME`` (weights=None, nothing is
-downloaded) or ``module.path:callable``. Rank 0 prints the summary (median iteration ms per
-worker, throughput in samples/s) and writes --log-json / --trace. Exit status: 0 success,
-1 the run failed (a peer died, a wait timed out), 2 bad arguments.
+downloaded) or ``module.path:callable``. The backend is tictac (TicTac's transport: the
+policy's order is enforced at the sender) unless ``--backend gloo`` asks for the baseline (no
+TicTac transport, priorities off); the summary's first line names it. Rank 0 prints the summary
+(median iteration ms per worker, throughput in samples/s) and writes --log-json / --trace. Exit
+status: 0 success, 1 the run failed (a peer died, a wait timed out), 2 bad arguments.
 """
 
 from __future__ import annotations
@@ -90,7 +92,9 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=8, help="per worker")
     p.add_argument("--image-size", type=int, default=224)
     p.add_argument("--num-classes", type=int, default=1000)
-    p.add_argument("--backend", default="gloo", help="tictac, gloo, or a device map such as cpu:tictac")
+    p.add_argument("--backend", default=ps.DEFAULT_BACKEND,
+                   help=f"tictac (default: {ps.DEFAULT_BACKEND}), gloo (the baseline: no TicTac transport, "
+                        "priorities off), or a device map such as cpu:tictac")
     p.add_argument("--optimizer", default="sgd", choices=("sgd", "adam"))
     p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--momentum", type=float, default=0.9)
@@ -134,6 +138,14 @@ def make_config(a: argparse.Namespace) -> ps.PSConfig:
                        batch_size=a.batch, bandwidth_bytes_s=a.bandwidth, update=a.update)
 
 
+def describe_backend(backend: str, priorities_active: bool) -> str:
+    """'backend NAME (...)' for the summary; a backend without tictac is called the baseline."""
+    prio = "priorities " + ("on" if priorities_active else "off")
+    if "tictac" not in backend:
+        return f"backend {backend} (baseline: no TicTac transport, {prio})"
+    return f"backend {backend} ({prio})"
+
+
 def format_summary(a: argparse.Namespace, result: ps.RunResult) -> str:
     s = result.summary
     per = ", ".join(f"rank {r}: {v:.1f}" for r, v in s.get("median_iter_ms", {}).items())
@@ -142,8 +154,8 @@ def format_summary(a: argparse.Namespace, result: ps.RunResult) -> str:
     tput = s.get("throughput_samples_s")
     e = s.get("median_E")
     lines = [
-        f"model {a.model}, {a.mode}, policy {policy}, backend {a.backend}"
-        f" (priorities {'on' if result.priorities_active else 'off'}), {a.num_ps} server(s), "
+        f"model {a.model}, {a.mode}, policy {policy}, {describe_backend(a.backend, result.priorities_active)}, "
+        f"{a.num_ps} server(s), "
         f"{len(s.get('median_iter_ms', {}))} worker(s), batch {a.batch}, image {a.image_size}",
         f"median iter ms per worker ({s.get('iterations', 0)} iterations after {a.warmup} warmup): {per}",
         f"median iter ms (slowest worker): {s.get('median_iter_ms_all', float('nan')):.1f}; straggler spread "

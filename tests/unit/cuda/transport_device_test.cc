@@ -422,13 +422,14 @@ TEST_P(DeviceTransport, ArrivalTimeoutReleasesTheStreamWithTheSentinelAndFailsTh
   MemoryRegion out = std::move(sender_->register_buffer(BufferDesc{host.data(), kBytes})).value();
   Done received, sent;
   std::vector<unsigned char> snapshot(kBytes, 0);
+  // The send first: its ANNOUNCE leaves before the receive exists, so it waits for READY (a
+  // receive posted first would be advertised and the data would follow the ANNOUNCE at once).
+  sender_->send(to_receiver_, 3, out, 0, kBytes, 0, record(&sent));
+  // Post the ANNOUNCE, then stop the sender: the peer went quiet after announcing the message.
+  sender_->progress();  // the sender is never driven again
   receiver_->recv(from_sender_, 3, in, 0, kBytes, record(&received));
   receiver_->progress();
   enqueue_consumer_work(dst, snapshot);
-  sender_->send(to_receiver_, 3, out, 0, kBytes, 0, record(&sent));
-  // Deliver the ANNOUNCE and let the receiver bind and answer, then stop the sender: the
-  // peer went quiet after announcing the message.
-  sender_->progress();  // posts the ANNOUNCE; the sender is never driven again
   // The receiver reads it and binds (well within the 1 s arrival timeout, even on a busy host).
   for (int i = 0; i < 100; ++i) {
     receiver_->progress(std::chrono::milliseconds(2));

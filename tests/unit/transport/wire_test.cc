@@ -47,7 +47,7 @@ TEST(Wire, LayoutIsLittleEndianAndFixed) {
   EXPECT_EQ(static_cast<int>(b[1]), 'T');
   EXPECT_EQ(static_cast<int>(b[2]), 'A');
   EXPECT_EQ(static_cast<int>(b[3]), 'C');
-  EXPECT_EQ(static_cast<int>(b[4]), 1);  // version
+  EXPECT_EQ(static_cast<int>(b[4]), 2);  // version (kVersion)
   EXPECT_EQ(static_cast<int>(b[6]), 5);  // type credit
   EXPECT_EQ(static_cast<int>(b[32]), 0x08);
   EXPECT_EQ(static_cast<int>(b[39]), 0x01);
@@ -62,7 +62,8 @@ struct BadCase {
 TEST(Wire, RejectsCraftedBadHeaders) {
   const std::vector<BadCase> cases = {
       {"bad magic", [](Header&, HeaderBytes& b) { b[0] = std::byte{'X'}; }, "bad magic"},
-      {"bad version", [](Header& h, HeaderBytes&) { h.version = 2; }, "unsupported wire version 2"},
+      {"bad version", [](Header& h, HeaderBytes&) { h.version = 3; }, "unsupported wire version 3"},
+      {"old version", [](Header& h, HeaderBytes&) { h.version = 1; }, "unsupported wire version 1"},
       {"version zero", [](Header& h, HeaderBytes&) { h.version = 0; }, "unsupported wire version 0"},
       {"unknown type", [](Header&, HeaderBytes& b) { b[6] = std::byte{42}; }, "unknown frame type 42"},
       {"type zero", [](Header&, HeaderBytes& b) { b[6] = std::byte{0}; }, "unknown frame type 0"},
@@ -72,6 +73,12 @@ TEST(Wire, RejectsCraftedBadHeaders) {
       {"huge chunk", [](Header& h, HeaderBytes&) { h.length = kMaxChunkBytes + 1; h.total = ~0ull; h.offset = 0; }, "maximum chunk"},
       {"flags on data", [](Header& h, HeaderBytes&) { h.flags = kFlagEager; }, "flags"},
       {"unknown flag on announce", [](Header& h, HeaderBytes&) { h.type = FrameType::announce; h.length = 0; h.flags = 0x80; }, "flags"},
+      {"eager and claimed", [](Header& h, HeaderBytes&) { h.type = FrameType::announce; h.length = 0; h.offset = 0; h.flags = kFlagEager | kFlagClaimed; }, "flags"},
+      {"claimed on data", [](Header& h, HeaderBytes&) { h.flags = kFlagClaimed; }, "flags"},
+      {"offset on unclaimed announce", [](Header& h, HeaderBytes&) { h.type = FrameType::announce; h.length = 0; h.offset = 3; }, "claims no advert"},
+      {"advert number zero", [](Header& h, HeaderBytes&) { h.type = FrameType::advert; h.length = 0; h.msg_id = 0; }, "ADVERT"},
+      {"advert negative ahead", [](Header& h, HeaderBytes&) { h.type = FrameType::advert; h.length = 0; h.msg_id = 4; h.priority = -1; }, "ADVERT"},
+      {"payload on advert", [](Header& h, HeaderBytes&) { h.type = FrameType::advert; h.msg_id = 4; }, "no payload"},
       {"aux on data", [](Header& h, HeaderBytes&) { h.aux = 3; }, "aux"},
       {"payload on ready", [](Header& h, HeaderBytes&) { h.type = FrameType::ready; }, "no payload"},
       {"payload on heartbeat", [](Header& h, HeaderBytes&) { h.type = FrameType::heartbeat; h.length = 1; }, "no payload"},

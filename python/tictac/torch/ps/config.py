@@ -8,6 +8,27 @@ from typing import Any, Callable, Optional, Tuple
 
 __all__ = ["PSConfig"]
 
+
+def _env_float(name: str, default: float) -> float:
+    v = os.environ.get(name)
+    if v is None or v.strip() == "":
+        return default
+    try:
+        return float(v)
+    except ValueError:
+        raise ValueError(f"{name} must be a number, got {v!r}") from None
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    v = os.environ.get(name)
+    if v is None or v.strip() == "":
+        return default
+    if v.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if v.strip().lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name} must be 0 or 1, got {v!r}")
+
 MODES = ("training", "inference")
 OPTIMIZERS = ("sgd", "adam")
 REDUCTIONS = ("mean", "sum")
@@ -46,6 +67,17 @@ class PSConfig:
       after every gradient has arrived, the workers' masks sent after their pushes (the
       earlier protocol; exact also for parameters the loss reaches that get no gradient,
       which "eager" updates with a zero gradient and warns about). Env: TICTAC_PS_UPDATE.
+    pipeline: training with update="eager" only (default True; env TICTAC_PS_PIPELINE=0 turns
+      it off). A server sends each parameter's next value as soon as it has updated it, at the
+      parameter's position in each worker's next order; a worker posts that receive just before
+      it pushes the parameter's gradient (the backward no longer reads the parameter then) and
+      pushes gradients at their parameters' positions in its next order (P3). Off: every value
+      is sent at the start of the next iteration, after the worker's ready message.
+    auto_order / min_overlap: when the first worker's median speedup bound S = min(N, C) /
+      max(N, C) over the iterations up to max(0, warmup - 1) is below min_overlap (default
+      0.05), every rank uses declaration order with no per-message priorities from the next
+      iteration on, and says why once (auto_order.py). Env: TICTAC_PS_AUTO_ORDER (default 1),
+      TICTAC_PS_MIN_OVERLAP.
     """
     num_ps: int = 1
     mode: str = "training"
@@ -72,6 +104,9 @@ class PSConfig:
     print_progress: bool = False
     batch_size: Optional[int] = None   # only for the throughput in the summary
     update: str = field(default_factory=lambda: os.environ.get("TICTAC_PS_UPDATE", "eager"))
+    pipeline: bool = field(default_factory=lambda: _env_bool("TICTAC_PS_PIPELINE", True))
+    auto_order: bool = field(default_factory=lambda: _env_bool("TICTAC_PS_AUTO_ORDER", True))
+    min_overlap: float = field(default_factory=lambda: _env_float("TICTAC_PS_MIN_OVERLAP", 0.05))
 
     def validate(self, world_size: int) -> None:
         from .planning import POLICIES
@@ -96,5 +131,7 @@ class PSConfig:
                              f"warmup={self.warmup}")
         if self.bandwidth_bytes_s is not None and not self.bandwidth_bytes_s > 0:
             raise ValueError(f"bandwidth must be > 0 bytes/s, got {self.bandwidth_bytes_s}")
+        if not 0 <= self.min_overlap:
+            raise ValueError(f"min_overlap must be >= 0, got {self.min_overlap}")
         if not self.timeout > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {self.timeout}")

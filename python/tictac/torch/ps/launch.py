@@ -13,10 +13,14 @@ from typing import Any, Callable, List, Optional, Sequence
 import torch
 import torch.distributed as dist
 
-__all__ = ["init_distributed", "launch_local", "RankFailure"]
+__all__ = ["DEFAULT_BACKEND", "init_distributed", "launch_local", "RankFailure"]
+
+# The backend a PS run uses unless told otherwise: TicTac's transport, which enforces the
+# TIC/TAC order at the sender. "gloo" stays available as the baseline (no priorities).
+DEFAULT_BACKEND = "tictac"
 
 
-def init_distributed(backend: str = "gloo", *, init_method: Optional[str] = None, rank: Optional[int] = None,
+def init_distributed(backend: str = DEFAULT_BACKEND, *, init_method: Optional[str] = None, rank: Optional[int] = None,
                      world_size: Optional[int] = None, timeout: float = 60.0) -> None:
     """init_process_group for ``backend`` ("gloo", "tictac", or a device map like
     "cpu:tictac"); imports tictac.torch first when the backend names tictac (that registers it).
@@ -25,7 +29,9 @@ def init_distributed(backend: str = "gloo", *, init_method: Optional[str] = None
         try:
             import tictac.torch  # noqa: F401  registers the "tictac" backend
         except ImportError as e:
-            raise RuntimeError(f"backend {backend!r} needs tictac.torch, which does not import: {e}") from e
+            raise RuntimeError(f"backend {backend!r} needs tictac.torch, which does not import: {e} (build it: "
+                               f"meson setup build && ninja -C build, with TICTAC_BUILD_DIR=build; or run "
+                               f"the baseline with backend 'gloo')") from e
     kw = {}
     if init_method is None:
         init_method = "env://"
@@ -70,7 +76,7 @@ def _child(rank: int, world: int, init_file: str, backend: str, threads: int, ti
     os._exit(code)
 
 
-def launch_local(fn: Callable, world_size: int, args: Sequence[Any] = (), *, backend: str = "gloo",
+def launch_local(fn: Callable, world_size: int, args: Sequence[Any] = (), *, backend: str = DEFAULT_BACKEND,
                  threads: int = 1, timeout: float = 60.0, deadline: float = 300.0,
                  env: Optional[dict] = None) -> List[Any]:
     """Run ``fn(rank, *args)`` in ``world_size`` spawned processes joined by a file:// group.

@@ -41,8 +41,11 @@ class OrderPlan:
     bandwidth_source: str = ""
     notes: List[str] = field(default_factory=list)
     graph_ops: int = 0
+    fifo_from: Optional[int] = None     # first iteration in declaration order (auto_order.py)
 
     def order_for(self, worker: int, iteration: int) -> List[str]:
+        if self.fifo_from is not None and iteration >= self.fifo_from:
+            return list(self.names)
         if self.policy == "random":
             order = list(self.names)
             random.Random(f"tictac-ps/{self.seed}/{worker}/{iteration}").shuffle(order)

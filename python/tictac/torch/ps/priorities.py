@@ -51,10 +51,33 @@ class Priorities:
         if not self.active:
             _say_once(f"send priorities are not applied: {self.reason}; the transport decides the order")
 
+    def disable(self, reason: str) -> None:
+        """From now on no priorities: the tag table is emptied and send()/batch() are null
+        contexts (the cheapest path, when ordering cannot help; auto_order.py)."""
+        if self.active:
+            self._tt.set_priorities(self.group, {})
+        self.active = False
+        self.reason = reason
+
     def install(self, table: Dict[int, int]) -> None:
         """Install a tag -> priority table (smaller = sent first) on the group's backend."""
         if self.active:
             self._tt.set_priorities(self.group, dict(table))
+
+    def batch(self):
+        """Context whose sends (this thread's) reach the transport as one batch, so that it
+        orders all of them by priority before the first byte leaves (torch's coalescing, which
+        the tictac backend implements as a transport batch). A null context when inactive."""
+        if not self.active:
+            return contextlib.nullcontext()
+        import torch
+        import torch.distributed as dist
+        manager = getattr(dist.distributed_c10d, "_coalescing_manager", None)
+        if manager is None:   # pragma: no cover - torch moved its private API
+            _say_once("torch.distributed has no _coalescing_manager: sends are posted one by one, "
+                      "so the first ones may leave before later, higher-priority ones exist")
+            return contextlib.nullcontext()
+        return manager(self.group, torch.device("cpu"), async_ops=True)
 
     def send(self, priority: int):
         """Context for one send: ``tictac.torch.priority(p)`` or a null context."""
