@@ -1,147 +1,102 @@
-"""Simulator inputs measured in the benchmark's own jobs (bench/e2e/run_e2e.py).
+"""Calibration per (model, mode): the link rate (and, where the top rate is not enough, more
+compute) so that the comm/compute ratio a = N / C is about --target-ratio.
 
-The simulator (docs/simulator.md) takes a graph with per-op compute times, link bandwidths,
-chunking, a backward factor and a PS update cost. Profiled alone (export_graph: one process, an
-idle CPU, the nominal link), these describe a machine the cluster jobs do not run on: three
-ranks share two cores, so compute is slower, and the transport does not fill the nominal link.
-This module measures each of those inputs from a job's JSON lines and Chrome trace, pools them
-over the jobs of one (model, mode) (every policy: one setting, so one set of inputs), and turns
-them into simulator arguments and a graph whose compute times are the profile's scaled to the
-measured forward time. Nothing here changes a scheduling algorithm; only its inputs.
+N = max(1, W/K) x parameter bytes / rate (the busiest link of the pull phase: a PS uplink) and
+C = the compute time of one iteration (forward, or forward + backward in training):
 
-Measured per worker and iteration (medians over all of them):
-- forward_busy_ms: forward span - stall (time waiting for parameters): the worker's own
-  forward work, hooks and functional ops included.
-- backward_ms: the backward interval (training).
-- rate_Bps: the PS uplink's effective rate: bytes pulled by all workers in the iteration over
-  [the server's first send issued, the last pull arrived] (the sends are all issued at once, so
-  the uplink is never idle in that window).
-- cluster_makespan_ms (not an input: the measurement to compare the simulator with): from the
-  servers' first send of the iteration to its end on every rank (the workers' last compute or
-  push; the servers' last update), the window the simulator's iteration covers. A worker's
-  own iter_ms also holds its wait for the slowest worker and the servers (it starts when its
-  previous iteration ended there).
-- update_ms: the server's time spent updating (training; the trace's "update" events: their
-  busy_ms, the sum over the per-parameter updates of update="eager", else their duration).
+- ``--compute real``: timed in this process with --threads threads (median of 3 after a
+  warm-up); where even --max-rate leaves a above the target, the per-worker batch is raised
+  (up to --max-batch) and re-timed, as the paper's harness did;
+- ``--compute emulated``: the sum of the stored op profile (profile.py; profiled once when
+  missing); where --max-rate is not enough, the emulated device is made slower instead
+  (TICTAC_EMU_SCALE = the factor, column ``emu_scale``), since a bigger batch would only
+  re-scale the same replayed times.
+
+The rate is clamped to [--min-rate, --max-rate] (whole mbit, as tc runs it).
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import os
-import statistics
-from typing import Any, Dict, List, Optional
+import math
+from typing import Any, Dict, List
 
-# the transport's defaults (docs/transport.md); the simulator chunks like the transport does
-CHUNK_BYTES = int(os.environ.get("TICTAC_CHUNK_BYTES", str(1 << 20)))
-WINDOW = int(os.environ.get("TICTAC_WINDOW", "4"))
+from .common import MIN_IMAGE, log, model_spec, rate_bytes, rate_str, short_name
+from .profile import ensure_profile, profile_model
 
 
-def _med(xs: List[float]) -> Optional[float]:
-    return statistics.median(xs) if xs else None
+def _rate_for(a: argparse.Namespace, load: float, c_ms: float) -> float:
+    if a.no_calibrate:
+        return rate_bytes(a.rate)
+    want = load / (a.target_ratio * c_ms / 1e3)
+    rate = min(max(want, rate_bytes(a.min_rate)), rate_bytes(a.max_rate))
+    return rate_bytes(rate_str(rate))    # what tc will run at (whole mbit)
 
 
-def measure(jsonl: str, trace: str) -> Dict[str, Any]:
-    """The simulator inputs of one job (see the module comment). Missing pieces are None."""
-    recs = [json.loads(line) for line in open(jsonl, encoding="utf-8") if line.strip()]
-    meas = [r for r in recs if not r.get("warmup")]
-    fwd = [(r["forward"][1] - r["forward"][0]) - r.get("stall_ms", 0.0) for r in meas if r.get("forward")]
-    bwd = [r["backward"][1] - r["backward"][0] for r in meas if r.get("backward")]
-    out: Dict[str, Any] = {"forward_busy_ms": _med(fwd), "backward_ms": _med(bwd), "rate_Bps": None,
-                           "update_ms": None, "cluster_makespan_ms": None}
-    try:
-        with open(trace, encoding="utf-8") as f:
-            ev = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
-    except (OSError, ValueError, KeyError):
-        return out
-    servers = {e["pid"] for e in ev if e.get("tid") == 5}       # ranks with "send" events
-    measured_iters = {r["iter"] for r in meas}
-    # each rank's iteration windows, by iteration number (trace time: us from a common base)
-    win: Dict[int, Dict[int, tuple]] = {}
-    for e in ev:
-        if e.get("tid") == 1 and e["name"].startswith("iter "):
-            win.setdefault(int(e["name"].split()[1]), {})[e["pid"]] = (e["ts"], e["ts"] + e["dur"])
-    rates, updates, spans = [], [], []
-    for it in sorted(measured_iters):
-        ranks = win.get(it, {})
-        srv = [ranks[p] for p in servers if p in ranks]
-        if not srv:
-            continue
-        lo = min(s for s, _ in srv)
-        hi = max(e for _, e in srv)
-        first_send = min((e["ts"] for e in ev if e["pid"] in servers and e.get("tid") == 5 and lo <= e["ts"] < hi),
-                         default=None)
-        arr, nbytes = [], 0
-        for r in meas:
-            if r["iter"] != it:
-                continue
-            w = ranks.get(r["rank"])
-            if w is None:
-                continue
-            for _, _, arrived, b, *_ in r.get("pulls", []):
-                arr.append(w[0] + arrived * 1e3)
-                nbytes += b
-        if first_send is not None and arr and max(arr) > first_send:
-            rates.append(nbytes / ((max(arr) - first_send) / 1e6))
-            # the iteration as the simulator sees it: from the first send to the end of the
-            # iteration everywhere (the workers' ends; the servers' last update in training)
-            spans.append((max(e for _, e in ranks.values()) - first_send) / 1e3)
-        for e in ev:
-            if e["pid"] in servers and e.get("tid") == 7 and lo <= e["ts"] < hi:
-                busy = (e.get("args") or {}).get("busy_ms")      # eager updates: the summed time
-                updates.append(busy if busy else e["dur"] / 1e3)
-    out["rate_Bps"] = _med(rates)
-    out["cluster_makespan_ms"] = _med(spans)
-    out["update_ms"] = _med(updates)
-    return out
+def setup_one(a: argparse.Namespace, m: str, mode: str) -> Dict[str, Any]:
+    spec, name = model_spec(m), short_name(m)
+    image = max(a.image_size, MIN_IMAGE.get(name, 1))
+    W, K = a.workers, a.ps
+    s: Dict[str, Any] = {"model": name, "spec": spec, "image": image, "mode": mode, "compute": a.compute,
+                         "batch": a.batch, "emu_scale": None, "emu_profile": None}
+    if a.compute == "emulated":
+        s["emu_profile"] = path = ensure_profile(spec, a.batch, image, a.num_classes, a.threads)
+        with open(path, encoding="utf-8") as f:
+            prof = json.load(f)
+        nbytes = prof["param_bytes"]
+        c_ms = prof["forward_inference_ms"] if mode == "inference" else prof["forward_ms"] + prof["backward_ms"]
+    else:
+        nbytes, c_ms = profile_model(spec, mode, a.batch, image, a.num_classes, a.threads)
+    load = max(1.0, W / K) * nbytes        # bytes over the busiest link per iteration
+    rate = _rate_for(a, load, c_ms)
+    ratio = load / rate / (c_ms / 1e3)
+    top = rate >= rate_bytes(a.max_rate)
+    if not a.no_calibrate and ratio > 1.05 * a.target_ratio and top:
+        if a.compute == "emulated":
+            s["emu_scale"] = ratio / a.target_ratio
+            c_ms *= s["emu_scale"]
+            ratio = load / rate / (c_ms / 1e3)
+        elif a.max_batch > a.batch:
+            batch = min(a.max_batch, math.ceil(a.batch * ratio / a.target_ratio))
+            try:
+                _, c2 = profile_model(spec, mode, batch, image, a.num_classes, a.threads)
+            except Exception as e:  # e.g. out of memory: keep the batch that worked
+                log(f"note: {name} {mode}: batch {batch} could not be profiled ({type(e).__name__}: {e}); "
+                    f"keeping batch {a.batch}")
+                batch, c2 = a.batch, c_ms
+            if c2 < 1.1 * c_ms:      # compute did not grow with the batch (memory-bound layers)
+                log(f"note: {name} {mode}: batch {batch} takes {c2:.0f} ms, batch {a.batch} {c_ms:.0f} ms: "
+                    f"a larger batch adds no compute here; keeping batch {a.batch}")
+                batch, c2 = a.batch, c_ms
+            s["batch"], c_ms = batch, c2
+            ratio = load / rate / (c_ms / 1e3)
+    s.update({"rate_bps": rate, "a": ratio, "param_bytes": nbytes, "calib_ms": c_ms})
+    clamp = ""
+    if not a.no_calibrate and abs(ratio - a.target_ratio) > 0.05 * a.target_ratio:
+        clamp = (f" (target {a.target_ratio:g} not reachable within [{a.min_rate}, {a.max_rate}], "
+                 f"batch <= {max(a.batch, a.max_batch)})")
+    note = f", batch raised to {s['batch']}/worker" if s["batch"] != a.batch else ""
+    if s["emu_scale"]:
+        note += f", emulated device slowed x{s['emu_scale']:.2f}"
+    where = "emulated, from the op profile" if a.compute == "emulated" else f"{a.threads} thread(s), here"
+    log(f"calibrate {name:>12} {mode:<9}: params {nbytes / 1e6:.1f} MB, compute {c_ms:.0f} ms/iter "
+        f"({where}) -> rate {rate_str(rate)}{note}, a = {ratio:.2f}{clamp}")
+    return s
 
 
-def pool(ms: List[Dict[str, Any]]) -> Dict[str, Any]:
-    """Medians of each input over the jobs of one (model, mode)."""
-    keys = ("forward_busy_ms", "backward_ms", "rate_Bps", "update_ms")
-    return {k: _med([m[k] for m in ms if m.get(k) is not None]) for k in keys} | {"jobs": len(ms)}
-
-
-def scaled_graph(graph: str, out_path: str, scale: float, note: str) -> str:
-    """Write `graph` with every compute op's time multiplied by `scale` (recvs unchanged)."""
-    with open(graph, encoding="utf-8") as f:
-        g = json.load(f)
-    for op in g["ops"]:
-        if op["kind"] == "compute":
-            op["time"] = op["time"] * scale
-    g.setdefault("meta", {})["calibration"] = note
-    with open(out_path, "w", encoding="utf-8") as f:
-        json.dump(g, f)
-    return out_path
-
-
-def graph_compute_s(graph: str) -> float:
-    with open(graph, encoding="utf-8") as f:
-        return sum(op["time"] for op in json.load(f)["ops"] if op["kind"] == "compute")
-
-
-def sim_inputs(p: Dict[str, Any], graph: str, mode: str, param_bytes: int, out_dir: str,
-               tag: str, nominal_rate_Bps: float) -> Optional[Dict[str, Any]]:
-    """Simulator arguments for the pooled inputs p: {"graph", "args", "inputs"}; None when the
-    forward time was not measured."""
-    if not p.get("forward_busy_ms"):
-        return None
-    prof = graph_compute_s(graph)
-    if prof <= 0:
-        return None
-    scale = p["forward_busy_ms"] / 1e3 / prof
-    rate = p["rate_Bps"] or nominal_rate_Bps
-    inputs = {"compute_scale": scale, "profiled_forward_ms": prof * 1e3, "rate_Bps": rate,
-              "rate_source": "measured" if p["rate_Bps"] else "nominal", "chunk": CHUNK_BYTES, "window": WINDOW,
-              "jobs": p["jobs"]} | {k: p[k] for k in ("forward_busy_ms", "backward_ms", "update_ms")}
-    args = ["--bandwidth", str(rate * 8), "--chunk", str(CHUNK_BYTES), "--window", str(WINDOW)]
-    if mode == "training":
-        bf = (p["backward_ms"] / p["forward_busy_ms"]) if p.get("backward_ms") else 2.0
-        upb = (p["update_ms"] / 1e3 / param_bytes) if p.get("update_ms") else 0.0
-        inputs |= {"backward_factor": bf, "update_time_per_byte": upb}
-        args += ["--backward-factor", f"{bf:.6g}", "--update-time-per-byte", f"{upb:.6g}"]
-    os.makedirs(out_dir, exist_ok=True)
-    path = scaled_graph(graph, os.path.join(out_dir, f"{tag}_calibrated.json"), scale,
-                        f"compute times x {scale:.4g} = measured forward {p['forward_busy_ms']:.1f} ms / "
-                        f"profiled {prof * 1e3:.1f} ms (bench/e2e/calibrate.py)")
-    return {"graph": path, "args": args, "inputs": inputs}
+def calibrate_setups(a: argparse.Namespace) -> List[Dict[str, Any]]:
+    """One setup per (model, mode); a model that cannot be built gets {"error": ...}."""
+    setups = []
+    for m in a.models:
+        name = short_name(m)
+        image = max(a.image_size, MIN_IMAGE.get(name, 1))
+        if image != a.image_size:
+            log(f"note: {name} needs images >= {MIN_IMAGE[name]}: running it at {image}")
+        for mode in a.modes:
+            try:
+                setups.append(setup_one(a, m, mode))
+            except Exception as e:  # a model that cannot be built: say so, skip
+                log(f"error: cannot build/profile {m} ({mode}, image {image}): {type(e).__name__}: {e}")
+                setups.append({"model": name, "spec": model_spec(m), "image": image, "mode": mode, "error": str(e)})
+    return setups

@@ -25,7 +25,8 @@ import statistics
 import time
 from typing import Any, Dict, List
 
-import run_e2e as e2e
+from . import common as e2e
+from .jobs import run_row
 
 DEFAULT_MODEL = "squeezenet1_1"
 DEFAULT_IMAGE = 224
@@ -47,6 +48,8 @@ def apply_defaults(a, dflt) -> None:
         raise SystemExit("--overhead: --policies must name at least one policy other than fifo")
     if a.rate == dflt.rate:
         a.rate = "10gbit"
+    if a.rounds is None:
+        a.rounds = 5
     a.no_calibrate = True
 
 
@@ -99,8 +102,8 @@ def run(a, cluster_cls, setups: List[Dict[str, Any]], out: str, pythonpath: str,
                     eta = f", ETA {e2e.fmt_dur(el / (k - 1) * (total - k + 1))}" if k > 1 else ""
                     e2e.log(f"[{k}/{total}] round {rnd + 1}: {s['model']} {s['mode']} {pol} (a={s['a']:.3f}) ... "
                             f"(elapsed {e2e.fmt_dur(el)}{eta})")
-                    row, _ = e2e.run_job(cluster, s, pol, a, out, pythonpath,
-                                         tag=f"{s['model']}_{s['mode']}_{pol}{slot}_r{rnd}")
+                    row, _ = run_row(cluster, s, pol, a, out, pythonpath,
+                                     tag=f"{s['model']}_{s['mode']}_{pol}{slot}_r{rnd}")
                     row["round"] = rnd
                     row["slot"] = slot
                     row["order"] = _first_order(row.get("jsonl"))

@@ -1,10 +1,9 @@
-#!/usr/bin/env python3
 """Re-run the simulator on a finished benchmark folder with inputs measured in its jobs.
 
-    .venv/bin/python bench/e2e/resim.py results/full [--build build] [--out DIR]
+    PYTHONPATH=.:python .venv/bin/python -m bench.e2e.resim results/full [--build build] [--out DIR]
 
 Reads DIR/results.json and DIR/jobs/<model>_<mode>_<policy>/ (the JSON lines and the full
-trace), pools the measured simulator inputs per (model, mode) (calibrate.py) and prints, per
+trace), pools the measured simulator inputs per (model, mode) (siminputs.py) and prints, per
 row, the measured makespan next to the nominal and the calibrated prediction and their errors.
 Writes resim.json (rows with both predictions) into --out (default: DIR). Changes nothing else.
 """
@@ -16,16 +15,14 @@ import json
 import os
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, HERE)
-
-import run_e2e as e2e  # noqa: E402
+from . import simulate
+from .common import ROOT, model_spec
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dir")
-    ap.add_argument("--build", default=os.path.join(e2e.ROOT, "build"))
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out")
     ap.add_argument("--sim-inputs", choices=("job", "pooled"), default="job")
     a = ap.parse_args(argv)
@@ -35,29 +32,29 @@ def main(argv=None) -> int:
     args = res["args"]
     rows = res["rows"]
     for r in rows:
-        tag = f"{r['model']}_{r['mode']}_{r['policy']}"
+        tag = f"{r['model']}_{r['mode']}_{r['policy']}" + ("_r1" if args.get("rounds", 1) > 1 else "")
         r["jsonl"] = os.path.join(src, "jobs", tag, "iterations.jsonl")
         r["trace_full"] = os.path.join(src, "jobs", tag, "trace_full.json")
         r.setdefault("sim_nominal_makespan_ms", r.get("sim_makespan_ms"))
         if r.get("sim_graph") and not os.path.exists(r["sim_graph"]):
             r["sim_graph"] = os.path.join(src, "graphs", os.path.basename(r["sim_graph"]))
         if not r.get("sim_graph") and r.get("status") == "ok":     # a --no-sim run: export the graph now
-            pp = os.pathsep.join([os.path.join(e2e.ROOT, "python"), HERE, os.environ.get("PYTHONPATH", "")])
-            r["sim_graph"] = e2e.graph_for(e2e.model_spec(r["model"]), r["batch"], r["image_size"],
-                                           args["num_classes"], os.path.join(src, "graphs"), args["threads"], pp)
+            pp = os.pathsep.join([os.path.join(ROOT, "python"), ROOT, os.environ.get("PYTHONPATH", "")])
+            r["sim_graph"] = simulate.graph_for(model_spec(r["model"]), r["batch"], r["image_size"],
+                                                args["num_classes"], os.path.join(src, "graphs"), args["threads"], pp)
     ns = argparse.Namespace(workers=args["workers"], ps=args["ps"], iters=args["iters"], sim_inputs=a.sim_inputs)
     out = os.path.abspath(a.out or src)
     os.makedirs(out, exist_ok=True)
     tictac = os.path.join(a.build, "tictac")
     for r in rows:        # the nominal prediction, where the run made none (--no-sim)
         if r.get("status") == "ok" and r.get("sim_graph") and not r.get("sim_nominal_makespan_ms"):
-            sim = e2e.simulate(tictac, r["sim_graph"], r["policy"], r["mode"], ns.workers, ns.ps,
-                               r["rate_mbit"] * 1e6 / 8, ns.iters)
+            sim = simulate.simulate(tictac, r["sim_graph"], r["policy"], r["mode"], ns.workers, ns.ps,
+                                    r["rate_mbit"] * 1e6 / 8, ns.iters)
             if sim:
                 r["sim_nominal_makespan_ms"] = sim["sim_makespan_ms"]
-    e2e.calibrate_rows(rows, ns, os.path.join(a.build, "tictac"), os.path.join(out, "graphs_calibrated"))
+    simulate.calibrate_rows(rows, ns, os.path.join(a.build, "tictac"), os.path.join(out, "graphs_calibrated"))
     print("measured: measured_makespan_ms (slowest worker, from its own start); cluster: from the first send "
-          "to the end everywhere (calibrate.py); errors of the calibrated prediction against both")
+          "to the end everywhere (siminputs.py); errors of the calibrated prediction against both")
     print(f"{'model':<13}{'mode':<10}{'policy':<7}{'measured':>9}{'cluster':>9}{'nominal':>9}{'err':>7}"
           f"{'calibr.':>9}{'err':>7}{'err cl.':>8}")
     for r in rows:

@@ -1,4 +1,4 @@
-"""A tiny CNN for smoke tests: ``--models tinynet:tiny`` (bench/e2e is on the ranks' PYTHONPATH).
+"""A tiny CNN for smoke tests: ``--models bench.e2e.tinynet:tiny``.
 Ten classes: run it with ``--num-classes 10``."""
 
 from torch import nn

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The servers' eager vs bulk update (docs/ps-training.md) on training jobs, alternated
 # eager, bulk, eager, bulk so that a drift of the machine's load hits both; prints each job's
-# result line. Re-simulate a run with bench/e2e/resim.py OUT/update_<mode>_<round>.
+# result line. Re-simulate a run with `python -m bench.e2e.resim OUT/update_<mode>_<round>`.
 #   bench/e2e/update_ab.sh [OUT] (default /tmp/e2e-update-ab); ARGS="..." replaces the e2e options.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -1,11 +1,10 @@
-"""Tests of the emulated cluster launcher, bench/cluster/cluster.py.
+"""Tests of the emulated cluster launcher, bench/cluster (launcher.py, topology.py, cli.py).
 
 Run: .venv/bin/python -m pytest tests/cluster -q
 Tests that need root and network namespaces skip (with the reason) where those are missing.
 Traffic goes only to addresses inside the namespaces the launcher creates, or to loopback.
 """
 
-import importlib.util
 import json
 import os
 import signal
@@ -18,11 +17,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CLUSTER_PY = ROOT / "bench" / "cluster" / "cluster.py"
+sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None   # bench is a package at the root
 
-_spec = importlib.util.spec_from_file_location("ttc_cluster", CLUSTER_PY)
-cluster = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(cluster)
+import bench.cluster as cluster  # noqa: E402
+
+# the launcher's command line, runnable from any folder by the subprocesses below
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+CLI = [sys.executable, "-m", "bench.cluster"]
 
 
 def _netns_or_skip():
@@ -32,8 +33,8 @@ def _netns_or_skip():
 
 
 def _cli(*args, timeout=60):
-    """Runs cluster.py; the result also carries the launcher's pid (.pid)."""
-    p = subprocess.Popen([sys.executable, str(CLUSTER_PY), *map(str, args)],
+    """Runs the launcher's command line (python -m bench.cluster); the result also carries the launcher's pid (.pid)."""
+    p = subprocess.Popen([*CLI, *map(str, args)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         out, err = p.communicate(timeout=timeout)
@@ -230,7 +231,7 @@ def test_failure_kills_others_and_propagates(tmp_path, loopback):
     s = _script(tmp_path, "fail.py", FAIL)
     t0 = time.monotonic()
     extra = ["--loopback"] if loopback else []
-    p = subprocess.Popen([sys.executable, str(CLUSTER_PY), "run", "--hosts", "3", "--rate", "1gbit",
+    p = subprocess.Popen([*CLI, "run", "--hosts", "3", "--rate", "1gbit",
                           "--log-dir", str(tmp_path / "logs"), *extra, "--",
                           sys.executable, str(s), "{rank}", str(tmp_path)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -252,7 +253,7 @@ def test_sigint_mid_run_tears_down(tmp_path):
         open(os.path.join(sys.argv[2], "pid" + sys.argv[1]), "w").write(str(os.getpid()))
         time.sleep(60)
     """)
-    p = subprocess.Popen([sys.executable, str(CLUSTER_PY), "run", "--hosts", "2", "--rate", "1gbit",
+    p = subprocess.Popen([*CLI, "run", "--hosts", "2", "--rate", "1gbit",
                           "--log-dir", str(tmp_path / "logs"), "--", sys.executable, str(s), "{rank}",
                           str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -272,7 +273,7 @@ def test_sigint_mid_run_tears_down(tmp_path):
 
 def test_sigterm_mid_run_tears_down(tmp_path):
     _netns_or_skip()
-    p = subprocess.Popen([sys.executable, str(CLUSTER_PY), "run", "--hosts", "2", "--rate", "1gbit",
+    p = subprocess.Popen([*CLI, "run", "--hosts", "2", "--rate", "1gbit",
                           "--log-dir", str(tmp_path / "logs"), "--", "sh", "-c", "echo up; exec sleep 60"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:

@@ -1,4 +1,4 @@
-"""Unit tests of bench/e2e/calibrate.py (the simulator inputs measured in a job) on a
+"""Unit tests of bench/e2e/siminputs.py (the simulator inputs measured in a job) on a
 hand-made job: JSON lines of two workers and a Chrome trace with a server, where every
 expected figure follows from the numbers written here."""
 
@@ -9,9 +9,10 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-sys.path.insert(0, os.path.join(ROOT, "bench", "e2e"))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)            # bench is a package at the repository root
 
-import calibrate  # noqa: E402
+from bench.e2e import siminputs as calibrate  # noqa: E402
 
 
 def _job(tmp_path, training=True):

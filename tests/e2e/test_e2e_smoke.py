@@ -1,4 +1,4 @@
-"""Smoke test of the end-to-end benchmark (bench/e2e/run_e2e.py): a tiny CNN, inference,
+"""Smoke test of the end-to-end benchmark (python -m bench.e2e): a tiny CNN, inference,
 random vs tic, 1 warm-up + 2 measured iterations, 1 server + 2 workers through bench/cluster
 (network namespaces when root, else loopback). Checks the CSV's columns and rows, the plots and
 the one-iteration traces. About 20-40 s on two cores."""
@@ -12,11 +12,16 @@ import sys
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RUN = os.path.join(ROOT, "bench", "e2e", "run_e2e.py")
+RUN = ["-m", "bench.e2e"]       # run from ROOT with ROOT and ROOT/python on PYTHONPATH (bench_env())
 COLUMNS = ["model", "mode", "policy", "a", "throughput", "iter_ms_median", "iter_ms_p95",
            "straggler_spread_ms", "efficiency", "speedup_vs_random", "sim_makespan_ms",
-           "measured_makespan_ms"]
+           "measured_makespan_ms", "compute", "speedup_ci_low", "speedup_ci_high"]
 PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def bench_env():
+    return dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.path.join(ROOT, "python"),
+                                                                   os.environ.get("PYTHONPATH", "")) if p))
 
 
 def _extension_missing():
@@ -32,13 +37,13 @@ def run(tmp_path_factory):
     if why:
         pytest.skip(f"the tictac torch extension is not built/importable: {why}")
     out = tmp_path_factory.mktemp("e2e")
-    cmd = [sys.executable, RUN, "--models", "tinynet:tiny", "--num-classes", "10", "--image-size", "32",
+    cmd = [sys.executable, *RUN, "--models", "bench.e2e.tinynet:tiny", "--num-classes", "10", "--image-size", "32",
            "--batch", "4", "--modes", "inference", "--policies", "random,tic", "--iters", "2", "--warmup", "1",
            "--job-timeout", "60", "--out", str(out)]
     build = os.environ.get("TICTAC_BUILD_DIR")
     if build:
         cmd += ["--build", build]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=85, cwd=ROOT)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=85, cwd=ROOT, env=bench_env())
     return out, r
 
 
@@ -59,6 +64,8 @@ def test_csv_columns_and_rows(run):
                                                                     ("tiny", "inference", "tic")]
     for b in body:
         assert b["status"] == "ok"
+        assert b["compute"] == "real"
+        assert float(b["speedup_ci_low"]) <= float(b["speedup_vs_random"]) <= float(b["speedup_ci_high"])
         for k in ("a", "throughput", "iter_ms_median", "iter_ms_p95", "straggler_spread_ms",
                   "speedup_vs_random", "measured_makespan_ms"):
             assert float(b[k]) >= 0, (k, b[k])

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from test_e2e_smoke import RUN, ROOT, _extension_missing
+from test_e2e_smoke import RUN, ROOT, _extension_missing, bench_env
 
 
 @pytest.fixture(scope="module")
@@ -20,13 +20,13 @@ def run(tmp_path_factory):
     if why:
         pytest.skip(f"the tictac torch extension is not built/importable: {why}")
     out = tmp_path_factory.mktemp("overhead")
-    cmd = [sys.executable, RUN, "--overhead", "--models", "tinynet:tiny", "--num-classes", "10", "--image-size", "32",
+    cmd = [sys.executable, *RUN, "--overhead", "--models", "bench.e2e.tinynet:tiny", "--num-classes", "10", "--image-size", "32",
            "--batch", "4", "--modes", "inference", "--policies", "tac", "--rounds", "2", "--iters", "2",
            "--warmup", "1", "--job-timeout", "60", "--out", str(out)]
     build = os.environ.get("TICTAC_BUILD_DIR")
     if build:
         cmd += ["--build", build]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT, env=bench_env())
     return out, r
 
 
@@ -51,9 +51,9 @@ def test_interleaved_rounds_and_ratios(run):
 
 
 def test_bad_overhead_options_are_refused():
-    r = subprocess.run([sys.executable, RUN, "--overhead", "--policies", "fifo"], capture_output=True, text=True,
-                       timeout=60, cwd=ROOT)
+    r = subprocess.run([sys.executable, *RUN, "--overhead", "--policies", "fifo"], capture_output=True, text=True,
+                       timeout=60, cwd=ROOT, env=bench_env())
     assert r.returncode != 0 and "other than fifo" in (r.stdout + r.stderr)
-    r = subprocess.run([sys.executable, RUN, "--overhead", "--rounds", "0"], capture_output=True, text=True,
-                       timeout=60, cwd=ROOT)
+    r = subprocess.run([sys.executable, *RUN, "--overhead", "--rounds", "0"], capture_output=True, text=True,
+                       timeout=60, cwd=ROOT, env=bench_env())
     assert r.returncode == 2 and "--rounds" in r.stderr

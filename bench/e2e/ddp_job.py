@@ -1,0 +1,93 @@
+"""The ``ddp`` baseline's rank program: DistributedDataParallel over gloo on the workers of an
+emulated cluster (bench/cluster runs it on every host; host 0, the PS host of the PS jobs,
+exits at once, so the same W workers run it). Synthetic data as tictac.torch.train, a local
+SGD step per iteration (momentum 0.9, lr 0.01) in training, forward only in inference.
+
+    python -m bench.e2e.ddp_job --model torchvision:vgg16 --mode training --iters 12 --warmup 2 \\
+        --batch 8 --image-size 32 --num-classes 1000 --log-json it.jsonl
+
+Rendezvous: tcp:// at the first worker's address (TICTAC_CLUSTER_ADDRS[1]) and MASTER_PORT;
+RANK/WORLD_SIZE from the launcher, shifted by one. The first worker writes one JSON line per
+worker per iteration (rank, worker, iter, warmup, iter_ms, compute intervals; no pulls or
+pushes: the all-reduce runs inside backward and is not timed separately).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.e2e.ddp_job")
+    p.add_argument("--model", required=True)
+    p.add_argument("--mode", choices=("training", "inference"), default="training")
+    p.add_argument("--iters", type=int, default=12)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--image-size", type=int, default=32)
+    p.add_argument("--num-classes", type=int, default=1000)
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=300.0)
+    p.add_argument("--log-json", required=True)
+    a = p.parse_args(argv)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    if rank == 0:
+        return 0
+    addrs = os.environ.get("TICTAC_CLUSTER_ADDRS", "127.0.0.1,127.0.0.1").split(",")
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    from tictac.torch.train import ModelSpec, SyntheticData
+    torch.set_num_threads(a.threads)
+    port = int(os.environ.get("MASTER_PORT", "29500")) + 1
+    dist.init_process_group("gloo", init_method=f"tcp://{addrs[1]}:{port}", rank=rank - 1,
+                            world_size=world - 1, timeout=datetime.timedelta(seconds=a.timeout))
+    me = rank - 1
+    torch.manual_seed(a.seed)
+    model = ModelSpec(a.model, a.image_size, a.num_classes)()
+    training = a.mode == "training"
+    ddp = DDP(model, broadcast_buffers=False)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if training else None
+    data = SyntheticData(a.batch, a.image_size, a.num_classes, a.seed)
+    recs = []
+    for it in range(a.iters):
+        x, y = data(me, it)
+        t0 = time.perf_counter()
+        ms = lambda t: (t - t0) * 1e3  # noqa: E731
+        if training:
+            opt.zero_grad(set_to_none=True)
+            out = ddp(x)
+            f1 = time.perf_counter()
+            F.cross_entropy(out, y).backward()
+            b1 = time.perf_counter()
+            opt.step()
+            comp = [["forward", 0.0, ms(f1)], ["backward+allreduce", ms(f1), ms(b1)]]
+        else:
+            with torch.no_grad():
+                ddp(x)
+            comp = [["forward", 0.0, ms(time.perf_counter())]]
+        t1 = time.perf_counter()
+        recs.append({"rank": rank, "worker": me, "iter": it, "warmup": it < a.warmup, "iter_ms": ms(t1),
+                     "mode": a.mode, "policy": "ddp", "compute": comp, "pulls": [], "pushes": []})
+        dist.barrier()      # iterations aligned across workers, as the PS jobs' are by the pulls
+    everyone = [None] * (world - 1)
+    dist.all_gather_object(everyone, recs)
+    if me == 0:
+        with open(a.log_json, "w", encoding="utf-8") as f:
+            for it in range(a.iters):
+                for rs in everyone:
+                    f.write(json.dumps(rs[it]) + "\n")
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
