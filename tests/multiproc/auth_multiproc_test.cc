@@ -18,6 +18,9 @@
 namespace tictac::transport::testing {
 namespace {
 
+// A protocol version this build does not speak (the next one).
+constexpr std::uint16_t kOtherVersion = wire::kVersion + 1;
+
 const std::string kToken = "multiproc-test-token-0123456789abcdef";
 const std::string kOtherToken = "a-different-token-0123456789abcdefgh";
 constexpr std::size_t kBig = 3 << 20;  // rendezvous, many chunks
@@ -299,10 +302,11 @@ std::vector<GarbageCase> garbage_cases(bool server_has_token) {
     append(out, auth_frame(junk));
     add("a message completed with junk", out, "malformed", "refused in the handshake (malformed)");
   }
-  add("another protocol version", auth_frame(auth_hello(auth::Role::initiator, server_has_token, 2)),
-      "protocol version mismatch: the initiator speaks version 2, the acceptor speaks version 1",
-      "refused in the handshake (version_mismatch): the peer speaks TicTac protocol version 2, this side "
-      "speaks version 1");
+  add("another protocol version", auth_frame(auth_hello(auth::Role::initiator, server_has_token, kOtherVersion)),
+      "protocol version mismatch: the initiator speaks version " + std::to_string(kOtherVersion) +
+          ", the acceptor speaks version " + std::to_string(wire::kVersion),
+      "refused in the handshake (version_mismatch): the peer speaks TicTac protocol version " +
+          std::to_string(kOtherVersion) + ", this side speaks version " + std::to_string(wire::kVersion));
   add("the acceptor's role claimed", auth_frame(auth_hello(auth::Role::acceptor, server_has_token)),
       "both sides claim the acceptor role", "refused in the handshake (malformed)");
   add("HELLO instead of AUTH", hello_frame("impostor"), "", "HELLO before the authentication handshake finished");
@@ -401,9 +405,11 @@ TEST(AuthMultiproc, GarbageFromTheAcceptorFailsConnectWithAProtocolError) {
   const std::vector<RawAcceptorCase> cases = {
       {"garbage in an AUTH frame", auth_frame(auth::Bytes(64, 'Z')), "malformed handshake message: bad magic",
        "malformed handshake message"},
-      {"another protocol version", auth_frame(auth_hello(auth::Role::acceptor, false, 2)),
-       "the peer speaks TicTac protocol version 2, this side speaks version 1",
-       "protocol version mismatch: the acceptor speaks version 2, the initiator speaks version 1"},
+      {"another protocol version", auth_frame(auth_hello(auth::Role::acceptor, false, kOtherVersion)),
+       "the peer speaks TicTac protocol version " + std::to_string(kOtherVersion) + ", this side speaks version " +
+           std::to_string(wire::kVersion),
+       "protocol version mismatch: the acceptor speaks version " + std::to_string(kOtherVersion) +
+           ", the initiator speaks version " + std::to_string(wire::kVersion)},
       {"not a frame at all", padded_text, "bad magic", ""},
       {"HELLO instead of AUTH", hello_frame("impostor"), "HELLO before the authentication handshake finished", ""},
       {"a refusal", auth_frame(auth::encode_result(wire::kVersion, auth::Outcome{false, "go away\x01now"})),
