@@ -89,13 +89,25 @@ TEST_P(Conformance, PriorityOrderAtDefaultSettingsWithReceivesPostedFirst) {
   EXPECT_EQ(got, expect) << "arrival: " << show(got);
 
   // Counter-check 1: without adverts the eager-sized messages (odd, less urgent) overtake the
-  // large ones, which wait for READY. This proves the order above comes from the adverts.
+  // large ones, which wait for READY. This proves the order above comes from the adverts. (How
+  // many overtake depends on how fast READY comes back: on a backend with a small ring the
+  // eager data can be slow enough for the order to hold by luck, so up to 5 rounds are run and
+  // one inversion is required.)
   TransportConfig no_adverts = defaults;
   no_adverts.max_adverts = 0;
-  const std::vector<int> without = arrival_order(GetParam(), fabric_, no_adverts);
-  ASSERT_EQ(without.size(), expect.size());
-  EXPECT_NE(without, expect) << "order held without adverts too: the test proves nothing";
-  EXPECT_EQ(without.front() % 2, 1) << "an eager-sized message should arrive first: " << show(without);
+  std::vector<int> without;
+  for (int round = 0; round < 5; ++round) {
+    without = arrival_order(GetParam(), fabric_, no_adverts);
+    ASSERT_EQ(without.size(), expect.size());
+    if (without != expect) break;
+  }
+  EXPECT_NE(without, expect) << "order held without adverts in 5 rounds too: the test proves nothing";
+  // ... and what overtakes is an eager-sized message (odd index), not a large one.
+  std::size_t first = 0;
+  while (first < without.size() && without[first] == static_cast<int>(first)) ++first;
+  if (first < without.size()) {
+    EXPECT_EQ(without[first] % 2, 1) << "the first message out of order should be eager-sized: " << show(without);
+  }
 
   // Counter-check 2: with priorities off, the posting order (reverse priority) wins.
   TransportConfig fifo = defaults;
