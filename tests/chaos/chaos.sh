@@ -5,7 +5,7 @@
 # development machine's kernel has none); the partition case uses netem's 100% loss, or takes
 # both ends of the link down where netem is missing.
 #
-#   chaos.sh CHAOS_PEER [transfer|partition|all]
+#   chaos.sh CHAOS_PEER [transfer|partition|pause|all]
 #
 # transfer:  1% loss, 5 ms +- 2 ms delay and 25% reordering; 10^4 transfers of random sizes
 #            (1..8 KiB), random priorities, 16 tags: byte-exact delivery and per-(source, tag)
@@ -13,6 +13,8 @@
 # partition: a transfer in progress, then 100% loss both ways: every pending request on both sides
 #            fails with connection_lost naming the peer within TICTAC_TIMEOUT (3 s here) + 1 s;
 #            nothing hangs (each side is bounded by `timeout`).
+# pause:     a transfer in progress, then the receiver is SIGSTOPped for 2 s and resumed, within
+#            TICTAC_TIMEOUT (4 s here): the transfer completes, every byte intact, no error.
 set -euo pipefail
 peer=$1
 which=${2:-all}
@@ -99,10 +101,41 @@ run_partition() {
   [ $ss = 0 ] && [ $rs = 0 ] || status=1
 }
 
+run_pause() {
+  echo "== pause: the receiver SIGSTOPped for 2 s mid-transfer and resumed (TICTAC_TIMEOUT=4s): every message arrives"
+  [ $have_netem = 0 ] || netem delay 1ms
+  local port=$((20000 + RANDOM % 20000)) t0=$SECONDS
+  export TICTAC_TIMEOUT=4s
+  timeout 60 ip netns exec "$ns_a" "$peer" recv --listen "tcp://$ip_a:$port" --count 5000 --seed 3 --max-bytes 65536 \
+    >"$work/stop-recv.log" 2>&1 & local rpid=$!
+  sleep 0.3
+  timeout 60 ip netns exec "$ns_b" "$peer" send --connect "tcp://$ip_a:$port" --count 5000 --seed 3 --max-bytes 65536 \
+    --pause-after 500 --pause-file "$work/pause" >"$work/stop-send.log" 2>&1 & local spid=$!
+  for _ in $(seq 600); do [ -e "$work/pause" ] && break; sleep 0.05; done
+  local stopped=""
+  if [ -e "$work/pause" ]; then
+    # The receiver is the only process in namespace A (`timeout` runs outside it).
+    stopped=$(ip netns pids "$ns_a")
+    # The sender posts its remaining sends once it sees pause.stopped: they are in flight while
+    # the receiver is stopped.
+    [ -n "$stopped" ] && kill -STOP $stopped && touch "$work/pause.stopped" && sleep 2 && kill -CONT $stopped
+    echo "  stopped and resumed pid(s) $stopped"
+  fi
+  local rs=0 ss=0
+  wait $spid || ss=$?
+  wait $rpid || rs=$?
+  unset TICTAC_TIMEOUT
+  sed 's/^/  send: /' "$work/stop-send.log" | tail -5
+  sed 's/^/  recv: /' "$work/stop-recv.log" | tail -5
+  echo "  sender exit $ss, receiver exit $rs, $((SECONDS - t0)) s"
+  [ -n "$stopped" ] && [ $ss = 0 ] && [ $rs = 0 ] || status=1
+}
+
 case $which in
   transfer) run_transfer ;;
   partition) run_partition ;;
-  all) run_partition; run_transfer ;;
-  *) echo "usage: $0 CHAOS_PEER [transfer|partition|all]" >&2; exit 2 ;;
+  pause) run_pause ;;
+  all) run_partition; run_pause; run_transfer ;;
+  *) echo "usage: $0 CHAOS_PEER [transfer|partition|pause|all]" >&2; exit 2 ;;
 esac
 exit $status

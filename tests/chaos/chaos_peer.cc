@@ -4,7 +4,7 @@
 //   chaos_peer recv --listen tcp://IP:PORT --count N [--tags T] [--seed S] [--max-bytes B]
 //   [--expect-lost] chaos_peer send --connect tcp://IP:PORT --count N [--tags T] [--seed S]
 //   [--max-bytes B]
-//                   [--partition-after K --partition-file F]
+//                   [--partition-after K --partition-file F] [--pause-after K --pause-file F]
 //
 // Message i (0..N-1) has tag i % T, a random priority in 0..7 and a random size in 1..B, and its
 // bytes are a function of (seed, i), so the receiver can check every byte. The receiver posts its
@@ -15,7 +15,11 @@
 // Partition mode (sender): after K sends completed it creates F (the script then sets 100% loss)
 // and every request still pending must fail with connection_lost whose message names the peer,
 // all within TICTAC_TIMEOUT + 1 s of F's creation; exit 0 when so. --expect-lost on the receiver:
-// it must end with connection_lost too (not hang). Exit 2 on bad flags.
+// it must end with connection_lost too (not hang).
+// Pause mode (sender): after its first K sends completed it creates F; the script SIGSTOPs the
+// receiver and creates F.stopped; the sender then posts the other N-K sends, and the script
+// resumes the receiver before TICTAC_TIMEOUT. Every message must still arrive intact: exit 0
+// when all N sends completed ok. Exit 2 on bad flags.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -27,6 +31,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "transport/context.h"
@@ -38,8 +43,9 @@ using namespace tictac::transport;
 using Clock = std::chrono::steady_clock;
 
 struct Flags {
-  std::string mode, address, partition_file;
-  std::uint64_t count = 0, tags = 16, seed = 1, max_bytes = 16384, partition_after = 0;
+  std::string mode, address, partition_file, pause_file;
+  std::uint64_t count = 0, tags = 16, seed = 1, max_bytes = 16384, partition_after = 0,
+                pause_after = 0;
   bool expect_lost = false;
 };
 
@@ -84,13 +90,20 @@ bool parse(int argc, char** argv, Flags& f) {
       f.partition_after = std::stoull(next());
     else if (a == "--partition-file")
       f.partition_file = next();
+    else if (a == "--pause-after")
+      f.pause_after = std::stoull(next());
+    else if (a == "--pause-file")
+      f.pause_file = next();
     else if (a == "--expect-lost")
       f.expect_lost = true;
     else
       return false;
   }
   return (f.mode == "send" || f.mode == "recv") && !f.address.empty() && f.count > 0 &&
-         f.tags > 0 && f.max_bytes > 0;
+         f.tags > 0 && f.max_bytes > 0 && (f.pause_after == 0 || !f.pause_file.empty()) &&
+         (f.partition_after == 0 || !f.partition_file.empty()) &&
+         (f.pause_after == 0 || f.partition_after == 0) && f.pause_after < f.count &&
+         f.partition_after < f.count;
 }
 
 // Counts completions; wait() returns when all are in or the deadline passes.
@@ -160,7 +173,23 @@ int run(const Flags& f) {
     if (!region.ok()) return std::cerr << "chaos_peer: " << region.status().to_string() << "\n", 1;
     regions.push_back(std::move(region).value());
   }
+  // Pause mode: the sends after the first pause_after are posted only once the script has
+  // stopped the receiver (it creates F.stopped), so they are certainly in flight during the stop.
+  auto await_stop = [&] {
+    std::ofstream(f.pause_file) << "now\n";
+    std::cout << "pause requested after " << f.pause_after << " completions" << std::endl;
+    const std::string stopped = f.pause_file + ".stopped";
+    for (int k = 0; k < 600 && !std::ifstream(stopped).good(); ++k) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    std::cout << "receiver stopped: posting the remaining " << (f.count - f.pause_after)
+              << " sends" << std::endl;
+  };
   for (std::uint64_t i = 0; i < f.count; ++i) {
+    if (f.mode == "send" && f.pause_after > 0 && i == f.pause_after) {
+      tally.wait(f.pause_after, std::chrono::seconds(120));
+      await_stop();
+    }
     if (f.mode == "send") {
       (*ctx)->send(peer, i % f.tags, regions[i], 0, bufs[i].size(), priority_of(f, i),
                    [&tally, &peer_hint](const Status& st, std::uint64_t, PeerId) {
@@ -235,10 +264,16 @@ int run(const Flags& f) {
 
 int main(int argc, char** argv) {
   Flags f;
-  if (!parse(argc, argv, f)) {
+  bool parsed = false;
+  try {
+    parsed = parse(argc, argv, f);
+  } catch (const std::exception&) {  // std::stoull on a non-number
+    parsed = false;
+  }
+  if (!parsed) {
     std::cerr << "usage: chaos_peer recv --listen A --count N | send --connect A --count N "
                  "[--tags T] [--seed S] [--max-bytes B] [--partition-after K --partition-file F] "
-                 "[--expect-lost]\n";
+                 "[--pause-after K --pause-file F] [--expect-lost]\n";
     return 2;
   }
   return run(f);
