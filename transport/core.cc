@@ -182,6 +182,7 @@ void Core::serve_accepts() {
 }
 
 Result<std::string> Core::peer_name(PeerId peer) const {
+  if (auto d = dead_.find(peer); d != dead_.end()) return d->second.name;
   auto it = conns_.find(peer);
   if (it == conns_.end() || it->second->peer_name().empty()) {
     return invalid_argument("unknown peer id " + std::to_string(peer));
@@ -190,6 +191,10 @@ Result<std::string> Core::peer_name(PeerId peer) const {
 }
 
 Connection* Core::established(PeerId peer, Status* error) {
+  if (auto d = dead_.find(peer); d != dead_.end()) {
+    *error = d->second.status;
+    return nullptr;
+  }
   auto it = conns_.find(peer);
   if (it == conns_.end() || it->second->state() == Connection::State::handshaking) {
     *error = invalid_argument("unknown peer id " + std::to_string(peer) +
@@ -366,8 +371,25 @@ void Core::connection_failed(Connection& conn, const Status& status) {
   // The endpoint may be in the middle of the callback that reported the failure: free it later.
   engine_.defer([ep = std::shared_ptr<Endpoint>(conn.release_endpoint())] {});
   // A peer refused (or lost) during the handshake was never handed out and owns no requests:
-  // forget it, so that peers failing the handshake again and again cost no memory.
-  if (conn.peer_name().empty()) engine_.defer([this, id = conn.id()] { conns_.erase(id); });
+  // forget it, so that peers failing the handshake again and again cost no memory. A peer that
+  // failed later keeps only its name and terminal status (bury()).
+  if (conn.peer_name().empty()) {
+    engine_.defer([this, id = conn.id()] { conns_.erase(id); });
+  } else {
+    engine_.defer([this, id = conn.id()] { bury(id); });
+  }
+}
+
+void Core::bury(PeerId peer) {
+  auto it = conns_.find(peer);
+  if (it == conns_.end() || closed_) return;  // close() fails and keeps every connection
+  dead_.emplace(peer, DeadPeer{it->second->peer_name(), it->second->terminal_status()});
+  dead_order_.push_back(peer);
+  conns_.erase(it);
+  while (dead_order_.size() > kMaxDeadPeers) {
+    dead_.erase(dead_order_.front());
+    dead_order_.pop_front();
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

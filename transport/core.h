@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -116,6 +117,18 @@ class Core final : public ConnectionHost, public CudaPathHost {
   };
   std::map<std::uint64_t, AcceptWaiter> accept_waiters_;
   std::vector<PeerId> accepted_;  // established incoming peers not yet handed out
+  // Peers that failed after their handshake. Their Connection is freed (a server that accepts
+  // short-lived peers for weeks must not keep one per peer ever seen: bench/soak.sh); requests
+  // later posted to the id complete with the terminal status kept here. Bounded: past
+  // kMaxDeadPeers the oldest are forgotten (their id is then "unknown").
+  struct DeadPeer {
+    std::string name;
+    Status status;
+  };
+  static constexpr std::size_t kMaxDeadPeers = 4096;
+  std::unordered_map<PeerId, DeadPeer> dead_;
+  std::deque<PeerId> dead_order_;
+  void bury(PeerId peer);
   std::unique_ptr<CudaPath> cuda_;  // last: its destructor may still cancel a timer
 };
 
