@@ -5,7 +5,7 @@
 # development machine's kernel has none); the partition case uses netem's 100% loss, or takes
 # both ends of the link down where netem is missing.
 #
-#   chaos.sh CHAOS_PEER [transfer|partition|pause|all]
+#   chaos.sh CHAOS_PEER [transfer|partition|pause|ps-partition|all]
 #
 # transfer:  1% loss, 5 ms +- 2 ms delay and 25% reordering; 10^4 transfers of random sizes
 #            (1..8 KiB), random priorities, 16 tags: byte-exact delivery and per-(source, tag)
@@ -15,6 +15,9 @@
 #            nothing hangs (each side is bounded by `timeout`).
 # pause:     a transfer in progress, then the receiver is SIGSTOPped for 2 s and resumed, within
 #            TICTAC_TIMEOUT (4 s here): the transfer completes, every byte intact, no error.
+# ps-partition: PS training (tictac backend) with one worker in the other namespace; its link is
+#            partitioned mid-run: every rank exits 1 with an error naming the cause, none hangs
+#            (needs CHAOS_PYTHON: a python with torch and this build's extension).
 set -euo pipefail
 peer=$1
 which=${2:-all}
@@ -131,11 +134,69 @@ run_pause() {
   [ -n "$stopped" ] && [ $ss = 0 ] && [ $rs = 0 ] || status=1
 }
 
+run_ps_partition() {
+  # Parameter-server training (python -m tictac.torch.train, tictac backend): the PS (rank 0) and
+  # worker 1 in namespace A, worker 2 in namespace B. Once iterations run, the link goes down.
+  # Every rank must exit with status 1 (not hang, not succeed) within the bound, and print an
+  # error that names what was lost.
+  local py=${CHAOS_PYTHON:?CHAOS_PYTHON must name the python with torch (meson sets it)}
+  echo "== ps-partition: PS training over tictac, worker 2's link partitioned mid-run ($([ $have_netem = 1 ] && echo netem || echo 'links down: no netem here')), TICTAC_TIMEOUT=3s, --timeout 10"
+  [ $have_netem = 0 ] || netem delay 1ms
+  local port=$((20000 + RANDOM % 20000)) t0=$SECONDS
+  local args=(-m tictac.torch.train --model torchvision:resnet18 --image-size 32 --batch 2 --iters 100000
+              --warmup 0 --num-ps 1 --mode training --policy tic --timeout 10 --threads 1
+              --init-method "tcp://$ip_a:$port" --world-size 3)
+  local pids=() r
+  for r in 0 1 2; do
+    local ns=$ns_a
+    [ $r = 2 ] && ns=$ns_b
+    TICTAC_TIMEOUT=3s timeout 200 ip netns exec "$ns" "$py" "${args[@]}" --rank $r >"$work/ps$r.log" 2>&1 &
+    pids+=($!)
+  done
+  # Wait until 3 iterations ran (worker 1 prints progress; the PS waits for both workers' gradients
+  # every iteration, so worker 2 (the one to be cut off) ran them too).
+  local iters=0
+  for _ in $(seq 1200); do
+    iters=$(grep -c "^iter .* rank 1" "$work/ps1.log" || true)
+    [ "$iters" -ge 3 ] && break
+    sleep 0.1
+  done
+  echo "  $iters iterations ran before the partition"
+  local t_part=$SECONDS
+  partition
+  local rc=() ok=1
+  for r in 0 1 2; do
+    local x=0
+    wait "${pids[$r]}" || x=$?
+    rc+=($x)
+  done
+  local took=$((SECONDS - t_part))
+  for r in 0 1 2; do
+    echo "  rank $r exit ${rc[$r]}; last lines:"
+    tail -3 "$work/ps$r.log" | sed 's/^/    /'
+  done
+  echo "  all ranks ended $took s after the partition (bound 60 s: 3 s liveness + 10 s wait + teardown)"
+  [ "$iters" -ge 3 ] || { echo "  FAIL: the job never ran 3 iterations before the partition"; ok=0; }
+  for r in 0 1 2; do
+    # 124 = killed by `timeout`: a hang.
+    [ "${rc[$r]}" = 1 ] || { echo "  FAIL: rank $r exit ${rc[$r]} (want 1: a clear failure, not a hang or success)"; ok=0; }
+  done
+  [ $took -le 60 ] || { echo "  FAIL: took $took s"; ok=0; }
+  # The partitioned worker and the PS must say what was lost (a rank, a peer, or a lost connection).
+  for r in 0 2; do
+    grep -qiE "connection_lost|connection lost|timed out|rank [0-9]" "$work/ps$r.log" ||
+      { echo "  FAIL: rank $r's error does not name the cause"; ok=0; }
+  done
+  [ $ok = 1 ] || status=1
+  echo "  $((SECONDS - t0)) s in all"
+}
+
 case $which in
   transfer) run_transfer ;;
   partition) run_partition ;;
   pause) run_pause ;;
+  ps-partition) run_ps_partition ;;
   all) run_partition; run_pause; run_transfer ;;
-  *) echo "usage: $0 CHAOS_PEER [transfer|partition|pause|all]" >&2; exit 2 ;;
+  *) echo "usage: $0 CHAOS_PEER [transfer|partition|pause|ps-partition|all]" >&2; exit 2 ;;
 esac
 exit $status

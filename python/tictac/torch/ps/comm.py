@@ -25,6 +25,29 @@ class PeerError(RuntimeError):
         self.what = what
 
 
+# How long a failing rank may spend on the store to publish or cite a failure. The store lives on
+# rank 0's host: after a partition its TCP client blocks in recv() with no timeout of its own
+# (found by the chaos suite's ps-partition case: the cut-off worker hung there for minutes).
+STORE_GRACE_S = 2.0
+
+
+def _bounded(fn, seconds: float):
+    """fn() on a daemon thread; its result, or None when it raised or took longer than `seconds`
+    (the thread is then abandoned, blocked in the store client)."""
+    out = []
+
+    def run():
+        try:
+            out.append(fn())
+        except Exception:
+            pass
+
+    t = threading.Thread(target=run, name="tictac-store-grace", daemon=True)
+    t.start()
+    t.join(seconds)
+    return out[0] if out else None
+
+
 class Context:
     """Who we are, for messages, plus the store used to publish a failure's root cause."""
 
@@ -44,15 +67,19 @@ class Context:
     def publish_failure(self, message: str) -> None:
         if self.store is None:
             return
-        try:
+
+        def publish():
             self.store.set(f"abort/{self.rank}", message)
             self.store.add("abort/count", 1)
-        except Exception:
-            pass
+
+        _bounded(publish, STORE_GRACE_S)
 
     def reported_failures(self) -> str:
         if self.store is None:
             return ""
+        return _bounded(self._reported_failures, STORE_GRACE_S) or ""
+
+    def _reported_failures(self) -> str:
         try:
             if self.store.add("abort/count", 0) <= 0:
                 return ""

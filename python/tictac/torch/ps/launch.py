@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime
 import os
+import socket
 import tempfile
 import time
 import traceback
@@ -35,11 +36,30 @@ def init_distributed(backend: str = DEFAULT_BACKEND, *, init_method: Optional[st
     kw = {}
     if init_method is None:
         init_method = "env://"
+    _listen_towards_rendezvous(init_method)
     if rank is not None:
         kw["rank"] = rank
     if world_size is not None:
         kw["world_size"] = world_size
     dist.init_process_group(backend, init_method=init_method, timeout=datetime.timedelta(seconds=timeout), **kw)
+
+
+def _listen_towards_rendezvous(init_method: str) -> None:
+    """With ``tcp://HOST:PORT`` rendezvous torch sets no MASTER_ADDR, so the tictac backend would
+    listen on 127.0.0.1 and ranks on other hosts could not reach it. Listen on the local address
+    that routes to HOST instead (TICTAC_LISTEN_ADDR, unless the user set it or MASTER_ADDR)."""
+    if not init_method.startswith("tcp://") or os.environ.get("TICTAC_LISTEN_ADDR") or os.environ.get("MASTER_ADDR"):
+        return
+    host = init_method[len("tcp://"):].rsplit(":", 1)[0].strip("[]")
+    if not host or host == "localhost" or host.startswith("127."):
+        return
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, 9))  # UDP connect: picks the route, sends nothing
+            os.environ["TICTAC_LISTEN_ADDR"] = s.getsockname()[0]
+    except OSError as e:
+        raise RuntimeError(f"init_method {init_method!r}: no route to {host!r} ({e}); set TICTAC_LISTEN_ADDR "
+                           f"to this rank's reachable address") from e
 
 
 @dataclass
