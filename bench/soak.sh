@@ -8,7 +8,7 @@
 #
 #   bench/soak.sh [BUILD_DIR]          # SOAK_SECONDS (600), SOAK_REPORT (30), SOAK_MESSAGES (200)
 #
-# Writes the samples to $SOAK_OUT (default results/soak.csv: role,t,rounds,rss_kib,fds) and
+# Writes the samples to $SOAK_OUT (default results/soak.csv: role,t,rounds,rss_kib,fds,heap_kib) and
 # prints a table and the verdict. Exit 0 = flat, 1 = growth or a transfer error, 2 = bad input.
 set -euo pipefail
 build=${1:-build}
@@ -45,19 +45,19 @@ seconds = float(seconds)
 rows = []
 for path in (server_log, client_log):
     for line in open(path):
-        m = re.match(r"soak (\w+) t=(\d+) rounds=(\d+) rss_kib=(\d+) fds=(\d+)", line)
+        m = re.match(r"soak (\w+) t=(\d+) rounds=(\d+) rss_kib=(\d+) heap_kib=(\d+) fds=(\d+)", line)
         if m:
-            rows.append((m[1], int(m[2]), int(m[3]), int(m[4]), int(m[5])))
+            rows.append((m[1], int(m[2]), int(m[3]), int(m[4]), int(m[6]), int(m[5])))
         elif not line.startswith("soak "):
             print("  " + line.rstrip())
 with open(out, "w") as f:
-    f.write("role,t,rounds,rss_kib,fds\n")
+    f.write("role,t,rounds,rss_kib,fds,heap_kib\n")
     for r in rows:
         f.write(",".join(map(str, r)) + "\n")
 ok = client_rc == "0" and server_rc == "0"
-print(f"{'role':8} {'t(s)':>6} {'rounds':>8} {'RSS MiB':>9} {'fds':>5}")
+print(f"{'role':8} {'t(s)':>6} {'rounds':>8} {'RSS MiB':>9} {'heap MiB':>9} {'fds':>5}")
 for r in rows:
-    print(f"{r[0]:8} {r[1]:6} {r[2]:8} {r[3] / 1024:9.1f} {r[4]:5}")
+    print(f"{r[0]:8} {r[1]:6} {r[2]:8} {r[3] / 1024:9.1f} {r[5] / 1024:9.2f} {r[4]:5}")
 for role in ("server", "client"):
     samples = [r for r in rows if r[0] == role]
     after = [r for r in samples if r[1] >= 0.1 * seconds]

@@ -10,7 +10,7 @@
 //   soak_peer client --connect ADDR --duration S [--report-every S] [--messages N] [--max-bytes B]
 //
 // Both print one line per report interval:
-//   soak <role> t=<seconds> rounds=<n> rss_kib=<VmRSS> fds=<open descriptors>
+//   soak <role> t=<seconds> rounds=<n> rss_kib=<VmRSS> heap_kib=<malloc in use> fds=<open fds>
 // and a final line "soak <role> done rounds=<n> errors=<n>". Exit 0 when every round succeeded,
 // 1 on a transfer error (printed), 2 on bad flags.
 #include <chrono>
@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <malloc.h>
 #include <iostream>
 #include <memory>
 #include <mutex>
@@ -79,6 +80,10 @@ std::uint64_t rss_kib() {
   return 0;
 }
 
+// Bytes the allocator has handed out and not got back (RSS also counts freed-but-kept pages):
+// growth here is memory the program still holds.
+std::uint64_t heap_kib() { return mallinfo2().uordblks / 1024; }
+
 std::size_t open_fds() {
   std::size_t n = 0;
   std::error_code ec;
@@ -124,7 +129,8 @@ class Reporter {
     if (!force && t < next_) return;
     next_ = t + every_s_;
     std::cout << "soak " << role_ << " t=" << static_cast<std::uint64_t>(t) << " rounds=" << rounds
-              << " rss_kib=" << rss_kib() << " fds=" << open_fds() << std::endl;
+              << " rss_kib=" << rss_kib() << " heap_kib=" << heap_kib() << " fds=" << open_fds()
+              << std::endl;
   }
   double elapsed() const { return std::chrono::duration<double>(Clock::now() - start_).count(); }
 
