@@ -20,7 +20,7 @@ build: deps $(BUILD)/build.ninja
 
 test: build
 	meson test -C $(BUILD) --print-errorlogs --num-processes $(JOBS); \
-	  status=$$?; scripts/test_summary.py $(BUILD) && exit $$status
+	  status=$$?; scripts/test_summary.py $(BUILD) $$status && exit $$status
 
 # torch's own generic distributed suite (tests/torch/generic_suite) on the tictac backend at
 # WORLD_SIZE=2, then the same tests on gloo: fails only on a failure that gloo passes (or a
@@ -38,7 +38,7 @@ asan: deps
 	[ -f build-asan/build.ninja ] || meson setup build-asan -Dtorch=disabled -Dtensorflow=disabled -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debugoptimized
 	ninja -C build-asan -j $(JOBS)
 	UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C build-asan --print-errorlogs --num-processes $(JOBS) --no-suite fuzz --no-suite python; \
-	  status=$$?; scripts/test_summary.py build-asan && exit $$status
+	  status=$$?; scripts/test_summary.py build-asan $$status && exit $$status
 
 # ThreadSanitizer on the suites that exercise our own threads (docs/architecture.md, "Sanitizers
 # in CI"): unit, verbs, conformance, multiproc. Not under TSan: ucx and cuda (uninstrumented
@@ -50,7 +50,7 @@ tsan: deps
 	ninja -C build-tsan -j $(JOBS)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp \
 	  meson test -C build-tsan --print-errorlogs --num-processes $(JOBS) $(TSAN_SUITES); \
-	  status=$$?; scripts/test_summary.py build-tsan && exit $$status
+	  status=$$?; scripts/test_summary.py build-tsan $$status && exit $$status
 
 format:
 	git ls-files '*.h' '*.cc' | xargs clang-format -i

@@ -3,6 +3,9 @@
 
 Reads BUILD/meson-logs/testlog.json (one JSON object per test). Exits 1 when any test failed
 or timed out, or when no test ran at all, so a broken or empty run can never look green.
+`test_summary.py BUILD [MESON_STATUS]`: when meson test itself exited non-zero but its log records
+no failure (meson crashed, e.g. on a junit file it could not parse, and lost results), that is
+said, and the exit status is 1.
 
 A suite that meson calls OK but whose pytest summary says nothing passed (e.g. '3 skipped in
 1.2s': every test skipped) is counted as failed, not passed: a suite that ran nothing proves
@@ -27,6 +30,7 @@ def pytest_counts(stdout):
 
 def main():
     build = sys.argv[1] if len(sys.argv) > 1 else "build"
+    meson_status = int(sys.argv[2]) if len(sys.argv) > 2 else 0
     counts = {"passed": 0, "failed": 0, "skipped": 0}
     failed_names, partly_skipped = [], []
     try:
@@ -57,6 +61,10 @@ def main():
     if failed_names:
         print("failed: " + ", ".join(failed_names))
     print(f"tests: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+    if meson_status != 0 and not counts["failed"]:
+        print(f"test summary: meson test exited {meson_status} but its log records no failed test: meson "
+              f"itself failed and results may be missing (see its output above)")
+        return 1
     return 1 if counts["failed"] or counts["passed"] == 0 else 0
 
 
