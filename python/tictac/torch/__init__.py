@@ -120,6 +120,13 @@ def priority(value: int) -> Iterator[None]:
         ext.pop_thread_priority()
 
 
+def ordered_ddp(model, optimizer, policy: str = "tic", **kwargs):
+    """Ordered data-parallel training (TicTac's order for DDP users): see tictac.torch.ddp."""
+    from tictac.torch.ddp import ordered_ddp as _ordered_ddp
+
+    return _ordered_ddp(model, optimizer, policy, **kwargs)
+
+
 def schedule(graph: dict | str, policy: str, bandwidth_bps: float = 10e9, seed: int = 0) -> dict:
     """Runs a scheduling policy (random, fifo, layer, tic, tac, optimal) of the C++ library on a
     tictac-graph/1 graph (a dict or JSON text): recv op name -> priority (smaller first)."""

@@ -1,0 +1,256 @@
+"""Ordered data-parallel training: TicTac's order for DistributedDataParallel users.
+
+    model = tictac.torch.ordered_ddp(model, optimizer, policy="tic")
+    for x, y in data:
+        optimizer.zero_grad()
+        loss_fn(model(x), y).backward()
+        optimizer.step()
+    model.synchronize()          # before evaluating or saving: applies the last updates
+
+What it does (ByteScheduler / P3's idea, with the order from TicTac's policies):
+- Gradients are all-reduced in buckets of parameters that are consecutive in the policy's order
+  (tic / tac from the traced graph, layer = recorded execution order, fifo = declaration order),
+  each at its bucket's priority (the position of its first parameter in that order: the
+  parameters the next forward pass needs first are sent first; on the tictac backend a queued
+  high-priority chunk goes before lower ones). Buckets are launched in one fixed order on every
+  rank (reverse policy order, as backward produces them), so collectives always match.
+- ``optimizer.step()`` does not block: each bucket's update is applied when the next forward
+  pass reaches the first module that owns one of its parameters (a forward pre-hook waits for
+  that bucket's all-reduce only), so the next forward overlaps the tail of this iteration's
+  communication.
+- The update itself is the user's optimizer, cloned per bucket (split_optimizer.py): the same
+  weights as DistributedDataParallel with the same optimizer (tests/torch/test_ordered_ddp.py),
+  including momentum, Adam, ``no_sync()`` gradient accumulation and unused parameters
+  (a parameter no rank used keeps grad None, as DDP's find_unused_parameters does).
+
+Not supported (refused or documented): a closure passed to step(); reading or clipping p.grad
+between backward and step (p.grad holds this rank's gradient until the update is applied; call
+``synchronize()`` first to get DDP's averaged gradients, then call step()); optimizers that
+couple parameters (LBFGS); a parameter used outside the forward of the module that owns it is
+updated at the start of the forward instead (correct, without overlap).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Dict, List, Optional
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from tictac.torch.ddp.buckets import Bucket, fill, make_buckets, reduced_grads
+from tictac.torch.ddp.split_optimizer import BucketOptimizer
+
+log = logging.getLogger("tictac.torch.ddp")
+
+POLICIES = ("tic", "tac", "layer", "fifo")
+DEFAULT_BUCKET_BYTES = 4 << 20
+
+
+class OrderedDDP(nn.Module):
+    """See the module docstring. ``module`` is wrapped (its parameters and buffers are broadcast
+    from the group's first rank now); ``optimizer.step`` is replaced by the deferred step."""
+
+    def __init__(self, module: nn.Module, optimizer: torch.optim.Optimizer, policy: str = "tic", *,
+                 group=None, bucket_bytes: int = DEFAULT_BUCKET_BYTES, seed: int = 0):
+        super().__init__()
+        if policy not in POLICIES:
+            raise ValueError(f"tictac.torch.ordered_ddp: unknown policy {policy!r}; one of {', '.join(POLICIES)}")
+        if bucket_bytes <= 0:
+            raise ValueError(f"tictac.torch.ordered_ddp: bucket_bytes must be > 0, got {bucket_bytes}")
+        if not dist.is_initialized():
+            raise RuntimeError("tictac.torch.ordered_ddp needs an initialised process group "
+                               "(dist.init_process_group(\"tictac\") first)")
+        self.module = module
+        self.policy = policy
+        self._group = group
+        self._world = dist.get_world_size(group)
+        self._src = dist.get_global_rank(group, 0) if group is not None else 0
+        self._bucket_bytes = int(bucket_bytes)
+        self._seed = seed
+        self._optimizer = optimizer
+        self._params: Dict[str, nn.Parameter] = dict(module.named_parameters())
+        self._buckets: Optional[List[Bucket]] = None
+        self._bucket_of: Dict[int, Bucket] = {}
+        self._optims: List[BucketOptimizer] = []
+        self._launch_order: List[Bucket] = []
+        self._next_launch = 0
+        self._in_backward = False
+        self._sync = True
+        self._recording = False             # inside the first forward: note which modules run
+        self._owner_ran: set = set()        # modules whose forward ran in the first pass
+        self._eager: List[Bucket] = []      # buckets with a parameter whose owner never runs
+        self._owned: Dict[nn.Module, List[Bucket]] = {}
+        self.order: List[str] = []
+        self.stats = {"launched": 0, "applied_in_forward": 0, "applied_eagerly": 0}
+        with torch.no_grad():
+            for t in list(module.parameters()) + list(module.buffers()):
+                dist.broadcast(t, src=self._src, group=group)
+        self._user_step = optimizer.step
+        optimizer.step = self._deferred_step  # type: ignore[method-assign]
+        self._handles = [p.register_post_accumulate_grad_hook(self._on_grad)
+                         for p in self._params.values() if p.requires_grad]
+        self._handles += [m.register_forward_pre_hook(self._pre_forward) for m in module.modules()]
+
+    # ---- planning (first forward) ----
+    def _plan(self, args, kwargs) -> None:
+        names = list(self._params)
+        order = None
+        if dist.get_rank(self._group) == 0:
+            if self.policy == "fifo" or kwargs:
+                order = names
+            else:
+                from tictac.torch.ps.planning import build_plan
+                names_by_id = {id(p): n for n, p in self._params.items()}
+                plan = build_plan(self.policy, self.module, args, names, names_by_id, mode="training",
+                                  seed=self._seed)
+                order = [n for n in plan.base if n in self._params] if plan.base else names
+                for note in plan.notes:
+                    log.info("ordered_ddp plan: %s", note)
+                if plan.policy != self.policy:
+                    log.warning("ordered_ddp: policy %r fell back to %r (%s)", self.policy, plan.policy,
+                                "; ".join(plan.notes))
+        box = [order]
+        dist.broadcast_object_list(box, src=self._src, group=self._group)
+        self.order = list(box[0]) + [n for n in names if n not in box[0]]
+        self._buckets = make_buckets(self.order, self._params, self._bucket_bytes)
+        self._optims = [BucketOptimizer(self._optimizer, b.params) for b in self._buckets]
+        for b in self._buckets:
+            for p in b.params:
+                self._bucket_of[id(p)] = b
+        self._launch_order = list(reversed(self._buckets))
+        for m in self.module.modules():
+            own = {id(p) for p in m.parameters(recurse=False)}
+            self._owned[m] = [b for b in self._buckets if any(id(p) in own for p in b.params)]
+
+    def _note_owners(self) -> None:
+        ran = {id(p) for m in self._owner_ran for p in m.parameters(recurse=False)}
+        self._eager = [b for b in self._buckets if any(id(p) not in ran for p in b.params)]
+
+    # ---- forward ----
+    def forward(self, *args, **kwargs):
+        first = self._buckets is None
+        if first:
+            self._plan(args, kwargs)
+            self._recording = True
+        for b in self._eager:
+            if self._apply(b):
+                self.stats["applied_eagerly"] += 1
+        try:
+            out = self.module(*args, **kwargs)
+        finally:
+            if first:
+                self._recording = False
+                self._note_owners()
+        return out
+
+    def _pre_forward(self, module, _args):
+        if self._buckets is None:
+            return
+        if self._recording:
+            self._owner_ran.add(module)
+        for b in self._owned.get(module, ()):
+            if self._apply(b):
+                self.stats["applied_in_forward"] += 1
+
+    # ---- backward: launch buckets in a fixed order ----
+    def _on_grad(self, p) -> None:
+        if not self._sync or self._buckets is None:
+            return
+        if not self._in_backward:
+            self._in_backward = True
+            self._next_launch = 0
+            for b in self._buckets:
+                self._apply(b)          # the previous update must land before the buffer refills
+                b.ready.clear()
+                b.launched = False
+            torch.autograd.Variable._execution_engine.queue_callback(self._backward_done)
+        b = self._bucket_of.get(id(p))
+        if b is None:
+            return
+        b.ready.add(id(p))
+        self._launch_ready(force=False)
+
+    def _launch_ready(self, force: bool) -> None:
+        while self._next_launch < len(self._launch_order):
+            b = self._launch_order[self._next_launch]
+            if not force and len(b.ready) < len(b.params):
+                return
+            self._launch(b)
+            self._next_launch += 1
+
+    def _launch(self, b: Bucket) -> None:
+        flat = fill(b)
+        with _priority(b.index, self._group):
+            b.work = dist.all_reduce(flat, group=self._group, async_op=True)
+        b.launched, b.pending, b.divided = True, False, False
+        self.stats["launched"] += 1
+
+    def _backward_done(self) -> None:
+        self._launch_ready(force=True)   # buckets with parameters no gradient reached
+        self._in_backward = False
+
+    # ---- step: deferred ----
+    def _deferred_step(self, closure=None):
+        if closure is not None:
+            raise RuntimeError("tictac.torch.ordered_ddp: step(closure) is not supported (updates are deferred)")
+        for b in self._buckets or ():
+            if b.launched:
+                b.pending, b.launched = True, False
+        return None
+
+    def _apply(self, b: Bucket) -> bool:
+        if not b.pending:
+            return False
+        grads = reduced_grads(b, self._world)
+        self._optims[b.index].step(grads)
+        b.pending = False
+        return True
+
+    def synchronize(self) -> None:
+        """Applies every pending update now (before evaluating, saving or reading the weights),
+        and leaves each parameter's .grad = the averaged gradient of the last all-reduce, as DDP
+        does (None where no rank produced one)."""
+        for b in self._buckets or ():
+            self._apply(b)
+        for b in self._buckets or ():
+            if b.work is not None:
+                for p, g in zip(b.params, reduced_grads(b, self._world)):
+                    p.grad = None if g is None else g.clone()
+
+    @contextlib.contextmanager
+    def no_sync(self):
+        """Gradients accumulate locally inside the block (no all-reduce), as DDP.no_sync()."""
+        old, self._sync = self._sync, False
+        try:
+            yield
+        finally:
+            self._sync = old
+
+    def remove(self) -> None:
+        """Removes the hooks and restores optimizer.step (after synchronize())."""
+        for h in self._handles:
+            h.remove()
+        self._optimizer.step = self._user_step  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def _priority(value: int, group):
+    """tictac.torch.priority on a tictac group; nothing on another backend (e.g. gloo)."""
+    try:
+        backend = dist.get_backend(group)
+    except Exception:  # noqa: BLE001
+        backend = ""
+    if "tictac" not in str(backend):
+        yield
+        return
+    import tictac.torch
+    with tictac.torch.priority(value):
+        yield
+
+
+def ordered_ddp(model: nn.Module, optimizer: torch.optim.Optimizer, policy: str = "tic", **kwargs: Any) -> OrderedDDP:
+    """Wraps `model` for ordered data-parallel training; see OrderedDDP."""
+    return OrderedDDP(model, optimizer, policy, **kwargs)
