@@ -115,14 +115,8 @@ void TcpEndpoint::on_events(std::uint32_t events) {
 std::size_t TcpEndpoint::write_budget(std::size_t pending) {
   if (limiter_ == nullptr) return SIZE_MAX;
   const Clock::time_point now = Clock::now();
-  // Write only whole quanta (min(pending, burst)): a dribble of the tokens that accumulated since
-  // the last write (tens of bytes) would keep flush() writing a megabyte chunk in thousands of
-  // tiny sendmsg calls without ever returning to the loop, so the sends the user posts meanwhile
-  // would reach the SendQueue only once everything already queued had left (issue 16).
-  const std::size_t quantum = std::min<std::size_t>(pending, limiter_->burst());
   const std::size_t granted = limiter_->take(pending, now);
-  if (granted >= quantum) return granted;
-  if (granted > 0) limiter_->give_back(granted);
+  if (granted > 0) return granted;
   throttled_ = true;
   std::weak_ptr<bool> alive = alive_;
   engine_.add_timer(limiter_->ready_at(pending, now), [this, alive] {

@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <future>
-#include <thread>
 #include <vector>
 
 #include "transport/context.h"
@@ -67,46 +66,6 @@ TEST(EgressLimiter, SlowsRealTcpTransfersToTheRate) {
   ::unsetenv("TICTAC_RATE_LIMIT");
   // 4 MiB at 8 MiB/s less one burst: at least ~0.48 s (a lower bound only: the machine may be slow).
   EXPECT_GE(secs, 0.45) << "the limit was not applied";
-}
-
-// While a throttled chunk is being written, the loop still takes new sends: a high-priority
-// message posted during a long low-priority transfer overtakes it at a chunk boundary. (The
-// endpoint used to write whatever tokens had trickled in, tens of bytes per sendmsg, without
-// returning to the loop, so the new send reached the SendQueue only after the whole transfer;
-// issue 16's late TF sends.)
-TEST(EgressLimiter, LoopTakesNewSendsWhileThrottled) {
-  ::setenv("TICTAC_RATE_LIMIT", "8M", 1);
-  auto a = Context::create({});
-  auto b = Context::create({});
-  ASSERT_TRUE(a.ok() && b.ok());
-  std::string addr = *(*b)->listen("tcp://127.0.0.1:0");
-  auto accepted = std::async(std::launch::async, [&] { return (*b)->accept(10s); });
-  PeerId to = *(*a)->connect(addr);
-  PeerId from = *accepted.get();
-  const std::size_t big = 4 << 20, small = 1024;
-  std::vector<std::byte> src(big, std::byte{1}), dst(big), src2(small, std::byte{2}), dst2(small);
-  auto rs = MemoryRegion::host(src.data(), big);
-  auto rd = MemoryRegion::host(dst.data(), big);
-  auto rs2 = MemoryRegion::host(src2.data(), small);
-  auto rd2 = MemoryRegion::host(dst2.data(), small);
-  std::promise<Clock::time_point> big_at, small_at;
-  (*b)->recv(from, 1, *rd, 0, big, [&](const Status& s, std::uint64_t, PeerId) {
-    EXPECT_TRUE(s.ok()) << s.to_string();
-    big_at.set_value(Clock::now());
-  });
-  (*b)->recv(from, 2, *rd2, 0, small, [&](const Status& s, std::uint64_t, PeerId) {
-    EXPECT_TRUE(s.ok()) << s.to_string();
-    small_at.set_value(Clock::now());
-  });
-  std::this_thread::sleep_for(20ms);  // both receives advertised
-  (*a)->send(to, 1, *rs, 0, big, 5, [](const Status&, std::uint64_t, PeerId) {});
-  std::this_thread::sleep_for(30ms);  // the big message is being written, throttled
-  (*a)->send(to, 2, *rs2, 0, small, 0, [](const Status&, std::uint64_t, PeerId) {});
-  const Clock::time_point s_at = small_at.get_future().get(), b_at = big_at.get_future().get();
-  ::unsetenv("TICTAC_RATE_LIMIT");
-  // 4 MiB at 8 MiB/s: ~0.5 s; the small message waits for one 1 MiB chunk (~0.125 s) at most.
-  EXPECT_LT(s_at, b_at) << "the small high-priority send reached the queue only after the big one";
-  EXPECT_EQ(dst2, src2);
 }
 
 }  // namespace
