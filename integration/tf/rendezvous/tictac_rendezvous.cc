@@ -33,6 +33,20 @@ struct Landing {
   Allocator* allocator = nullptr;
 };
 
+// The payload landed in a tensor allocated from the key's previous header (pre-posted receive,
+// same byte size): gives it the dtype and shape the producer sent, when they differ.
+absl::Status reinterpret(const TensorHeader& h, Tensor* t) {
+  TensorShape shape;
+  absl::Status st = TensorShape::BuildTensorShape(h.dims, &shape);
+  if (!st.ok()) return st;
+  const auto dtype = static_cast<DataType>(h.dtype);
+  if (t->dtype() == dtype && t->shape() == shape) return absl::OkStatus();
+  Tensor out;
+  st = out.BitcastFrom(*t, dtype, shape);
+  if (st.ok()) *t = std::move(out);
+  return st;
+}
+
 class TictacRemoteRendezvous : public BaseRemoteRendezvous {
  public:
   TictacRemoteRendezvous(const WorkerEnv* env, int64_t step_id, std::shared_ptr<ServerState> state)
@@ -112,6 +126,8 @@ class TictacRemoteRendezvous : public BaseRemoteRendezvous {
               if (!proto.ParseFromString(landing->proto) ||
                   !landing->tensor.FromProto(landing->allocator, proto))
                 st = absl::InternalError("grpc+tictac: cannot decode a TensorProto reply");
+            } else if (st.ok() && !h.is_dead) {
+              st = reinterpret(h, &landing->tensor);
             }
             done(st, Args(), recv_args, st.ok() ? landing->tensor : Tensor(), st.ok() && h.is_dead);
             Unref();
