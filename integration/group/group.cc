@@ -8,6 +8,7 @@
 
 #include "common/check.h"
 #include "common/log.h"
+#include "integration/group/backend_choice.h"
 #include "integration/group/flow.h"
 #include "integration/group/listen_address.h"
 #include "integration/group/ring.h"
@@ -48,19 +49,31 @@ Result<std::unique_ptr<Group>> Group::create(bootstrap::Store& store, GroupOptio
     if (!chosen.ok()) return chosen.status();
     options.listen_address = *chosen;
   }
+  Result<BackendPlan> plan = plan_backends(options.backends);
+  if (!plan.ok()) return plan.status();
+  std::vector<std::string> listen;
+  for (std::size_t i = 0; i < plan->names.size(); ++i) {
+    std::string address = with_scheme(options.listen_address, plan->names[i]);
+    const std::size_t colon = address.rfind(':');
+    if (i > 0 && colon != std::string::npos && colon > address.find("://") + 2) {
+      address = address.substr(0, colon) + ":0";  // the configured port belongs to the first
+    }
+    listen.push_back(std::move(address));
+  }
   transport::ContextOptions copts;
   copts.name = mesh_peer_name(options.key_prefix, options.rank, options.size);
   copts.config = options.config;
+  copts.backends = std::move(plan->backends);
   Result<std::unique_ptr<transport::Context>> context = transport::Context::create(std::move(copts));
   if (!context.ok()) return context.status();
   std::unique_ptr<Group> group(new Group(options, std::move(*context)));
-  MeshOptions mesh{options.rank, options.size, options.timeout, options.listen_address,
+  MeshOptions mesh{options.rank, options.size, options.timeout, std::move(listen),
                    options.key_prefix};
   Result<std::unique_ptr<RankMesh>> connected = RankMesh::connect(store, *group->context_, mesh);
   if (!connected.ok()) return connected.status();
   group->mesh_ = std::move(*connected);
   TICTAC_LOG(info) << "group " << options.key_prefix << ": rank " << options.rank << " of "
-                   << options.size << " connected (" << group->mesh_->address() << ")";
+                   << options.size << " connected (" << group->mesh_->addresses() << ")";
   return group;
 }
 

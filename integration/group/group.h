@@ -42,6 +42,9 @@ struct GroupOptions {
   int size = 1;
   std::chrono::milliseconds timeout{30'000};  // connect and collective timeout
   std::string listen_address;                 // empty = choose_listen_address()
+  // Backend preference list ("ucx,tcp"); empty = TICTAC_BACKENDS (backend_choice.h). Each
+  // backend listens on listen_address's host (the first on its port too, the others on any).
+  std::string backends;
   std::string key_prefix;                     // store keys and handshake identity
   std::optional<transport::TransportConfig> config;  // empty = TICTAC_* environment
 };
@@ -62,6 +65,10 @@ class Group {
   int size() const { return options_.size; }
   std::chrono::milliseconds timeout() const { return options_.timeout; }
   const std::string& address() const { return mesh_->address(); }
+  // Every address this rank published (one per backend, preference order, ','-joined).
+  const std::string& addresses() const { return mesh_->addresses(); }
+  // The backend ("tcp", "ucx", ...) the connection to `rank` runs over; "" for this rank.
+  const std::string& backend_of(int rank) const { return mesh_->backend_of(rank); }
   PriorityTable& priorities() { return priorities_; }
 
   // Point-to-point. An invalid rank (self, out of range) completes `done` with
