@@ -20,6 +20,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "integration/group/group.h"
 #include "integration/group/serial_executor.h"
@@ -108,6 +109,12 @@ class TicTacBackend : public c10d::Backend {
   // The scheduler's tag -> priority table (smaller = sent first).
   group::PriorityTable& priorities() { return group_->priorities(); }
   std::string address() const { return group_->address(); }
+  // The transport backend ("tcp", "ucx", ...) of each rank's connection; "" for this rank.
+  std::vector<std::string> peer_backends() const {
+    std::vector<std::string> out;
+    for (int r = 0; r < group_->size(); ++r) out.push_back(group_->backend_of(r));
+    return out;
+  }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
