@@ -4,6 +4,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "common/check.h"
@@ -32,9 +33,13 @@ transport::MemoryRegion host_region(const void* data, std::size_t bytes) {
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
-// This thread's open batches, and whether a device transfer in them still needs its fence.
-thread_local int t_batch_depth = 0;
-thread_local bool t_fence_pending = false;
+// Per group: this thread's open batch depth, and whether a device transfer in the batch still
+// needs its fence (batches are per thread and Context, like transport::Context's).
+struct BatchState {
+  int depth = 0;
+  bool fence_pending = false;
+};
+thread_local std::unordered_map<const void*, BatchState> t_batches;
 
 }  // namespace
 
@@ -159,16 +164,17 @@ transport::RequestId Group::recv_region(int src, std::uint64_t tag,
 }
 
 void Group::begin_batch() {
-  ++t_batch_depth;
+  ++t_batches[this].depth;
   context_->begin_batch();
 }
 
 void Group::end_batch() {
   context_->end_batch();
-  if (t_batch_depth > 0 && --t_batch_depth == 0 && t_fence_pending) {
-    t_fence_pending = false;
-    fence_loop();
-  }
+  const auto it = t_batches.find(this);
+  if (it == t_batches.end() || --it->second.depth > 0) return;
+  const bool fence = it->second.fence_pending;
+  t_batches.erase(it);
+  if (fence) fence_loop();
 }
 
 void Group::fence_loop() {
@@ -182,8 +188,9 @@ void Group::fence_loop() {
 }
 
 void Group::after_device_submit() {
-  if (t_batch_depth > 0) {
-    t_fence_pending = true;
+  const auto it = t_batches.find(this);
+  if (it != t_batches.end() && it->second.depth > 0) {
+    it->second.fence_pending = true;
   } else {
     fence_loop();
   }

@@ -71,7 +71,11 @@ GroupOptions options(int rank, cuda::Api* api) {
   return o;
 }
 
-TEST(GroupDevice, StagedSendWaitsForTheProducerAndReleasesTheConsumerAfterTheLastByte) {
+// Param: the transfers are posted inside a batch (the fence then runs at end_batch()).
+class GroupDevice : public ::testing::TestWithParam<bool> {};
+
+TEST_P(GroupDevice, StagedSendWaitsForTheProducerAndReleasesTheConsumerAfterTheLastByte) {
+  const bool batched = GetParam();
   ::setenv("TICTAC_CUDA_STAGING_BYTES", "4096", 1);
   ::setenv("TICTAC_CUDA_STAGING_BUFFERS", "2", 1);
   FakeApi fake;
@@ -105,14 +109,18 @@ TEST(GroupDevice, StagedSendWaitsForTheProducerAndReleasesTheConsumerAfterTheLas
   ASSERT_TRUE(in.ok()) << in.status().to_string();
 
   std::promise<Status> sent, received;
+  if (batched) (*g1)->begin_batch();
   (*g1)->recv_region(0, 42, *in, [&](const Status& s, std::uint64_t, int) { received.set_value(s); });
+  if (batched) (*g1)->end_batch();
   {
     std::lock_guard<std::mutex> lock(api.mutex());  // the consumer's next kernel
     ASSERT_TRUE(fake.memcpy_async(snapshot.data(), dst, kBytes, consumer).ok());
     fake.enqueue_marker(consumer, "consumer");
     fake.enqueue_hold(producer);  // the producer kernel is still writing the tensor
   }
+  if (batched) (*g0)->begin_batch();
   (*g0)->send_region(1, 42, *out, 0, [&](const Status& s, std::uint64_t, int) { sent.set_value(s); });
+  if (batched) (*g0)->end_batch();
 
   std::atomic<bool> stop{false};
   std::thread pump([&] {
@@ -160,7 +168,10 @@ TEST(GroupDevice, StagedSendWaitsForTheProducerAndReleasesTheConsumerAfterTheLas
   ::unsetenv("TICTAC_CUDA_STAGING_BUFFERS");
 }
 
-TEST(GroupDevice, WithoutAUsableGpuRegistrationFailsNamingTheCause) {
+INSTANTIATE_TEST_SUITE_P(Posting, GroupDevice, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "batched" : "single"; });
+
+TEST(GroupDeviceReal, WithoutAUsableGpuRegistrationFailsNamingTheCause) {
   std::unique_ptr<cuda::Api> real = cuda::open_runtime_api();
   if (real->viability().ok()) GTEST_SKIP() << "CUDA is viable here: " << cuda::describe(*real);
   bootstrap::InMemoryStore store;
