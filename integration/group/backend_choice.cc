@@ -29,7 +29,8 @@ std::string known_names() {
 
 }  // namespace
 
-Result<std::vector<std::string>> parse_backend_list(std::string_view text, std::string_view source) {
+Result<std::vector<std::string>> parse_backend_list(std::string_view text,
+                                                    std::string_view source) {
   std::vector<std::string> names;
   std::size_t start = 0;
   while (start <= text.size()) {
@@ -40,8 +41,8 @@ Result<std::vector<std::string>> parse_backend_list(std::string_view text, std::
     if (!name.empty()) {
       if (find_backend(name) == nullptr) {
         return invalid_argument(std::string(source) + "='" + std::string(text) +
-                                "' names an unknown backend '" + name + "'; known: " +
-                                known_names());
+                                "' names an unknown backend '" + name +
+                                "'; known: " + known_names());
       }
       if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     }
@@ -92,8 +93,8 @@ Result<BackendPlan> plan_backends(const std::string& list) {
                                                                        : std::string("tcp")));
   }
   if (!plan.skipped.empty()) {
-    TICTAC_LOG(warn) << source << "='" << plan.requested << "': skipping " << why
-                        << "; using " << plan.names.front();
+    TICTAC_LOG(warn) << source << "='" << plan.requested << "': skipping " << why << "; using "
+                     << plan.names.front();
   }
   return plan;
 }

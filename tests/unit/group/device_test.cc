@@ -110,7 +110,8 @@ TEST_P(GroupDevice, StagedSendWaitsForTheProducerAndReleasesTheConsumerAfterTheL
 
   std::promise<Status> sent, received;
   if (batched) (*g1)->begin_batch();
-  (*g1)->recv_region(0, 42, *in, [&](const Status& s, std::uint64_t, int) { received.set_value(s); });
+  (*g1)->recv_region(0, 42, *in,
+                     [&](const Status& s, std::uint64_t, int) { received.set_value(s); });
   if (batched) (*g1)->end_batch();
   {
     std::lock_guard<std::mutex> lock(api.mutex());  // the consumer's next kernel
@@ -119,7 +120,8 @@ TEST_P(GroupDevice, StagedSendWaitsForTheProducerAndReleasesTheConsumerAfterTheL
     fake.enqueue_hold(producer);  // the producer kernel is still writing the tensor
   }
   if (batched) (*g0)->begin_batch();
-  (*g0)->send_region(1, 42, *out, 0, [&](const Status& s, std::uint64_t, int) { sent.set_value(s); });
+  (*g0)->send_region(1, 42, *out, 0,
+                     [&](const Status& s, std::uint64_t, int) { sent.set_value(s); });
   if (batched) (*g0)->end_batch();
 
   std::atomic<bool> stop{false};
