@@ -5,7 +5,9 @@
 #  2. runs the device-buffer transport tests against the scripted table (cuda_transport_test);
 #  3. runs bench/cuda_staged_bw: device->device over TCP on 127.0.0.1 with host staging, against
 #     a host->host baseline, checking the bytes;
-#  4. prints a summary.
+#  4. runs tests/torch/cuda_check.py: 2-rank torch send/recv and allreduce of CUDA tensors over
+#     the "tictac" backend (needs .venv with torch and the extension built in this build dir);
+#  5. prints a summary.
 # Safe on a machine without a GPU: every GPU step reports "SKIP: CUDA not viable: <reason>".
 #
 # Usage: bench/gpu_check.sh [build-dir]   (default build-gpu)
@@ -37,12 +39,23 @@ timeout 180 "$BUILD/bench/cuda_staged_bw" --bytes "${CUDA_BW_BYTES:-64M}" --iter
 BW=$?
 sed 's/^/[gpu_check]   /' "$BW_LOG" | grep -vE "^\[gpu_check\]   \[tictac" | tail -5
 
-say "summary: cuda suite rc=$SUITE, transport tests rc=$TRC, staged bandwidth rc=$BW, $(( $(date +%s) - START )) s"
-if [ "$SUITE" = 1 ] || [ "$TRC" != 0 ] || { [ "$BW" != 0 ] && [ "$BW" != 77 ]; }; then
+TORCH_LOG="$BUILD/torch_cuda_check.log"
+if [ -x .venv/bin/python ]; then
+  PYTHONPATH="$PWD/python" TICTAC_BUILD_DIR="$PWD/$BUILD" timeout 300 .venv/bin/python tests/torch/cuda_check.py >"$TORCH_LOG" 2>&1
+  TORCH_RC=$?
+else
+  echo "SKIP: no .venv/bin/python (make deps) for the torch CUDA check" >"$TORCH_LOG"
+  TORCH_RC=77
+fi
+say "torch CUDA tensors over tictac: $(grep -E '^(PASS|FAIL|SKIP)' "$TORCH_LOG" | head -3 | tr '\n' ' ')"
+
+say "summary: cuda suite rc=$SUITE, transport tests rc=$TRC, staged bandwidth rc=$BW, torch rc=$TORCH_RC, $(( $(date +%s) - START )) s"
+if [ "$SUITE" = 1 ] || [ "$TRC" != 0 ] || { [ "$BW" != 0 ] && [ "$BW" != 77 ]; } || \
+   { [ "$TORCH_RC" != 0 ] && [ "$TORCH_RC" != 77 ]; }; then
   say "RESULT: FAIL"
   exit 1
 fi
-if [ "$SUITE" = 77 ] || [ "$BW" = 77 ]; then
+if [ "$SUITE" = 77 ] || [ "$BW" = 77 ] || [ "$TORCH_RC" = 77 ]; then
   say "RESULT: SKIP (no usable GPU: $(grep -m1 '^SKIP' "$BW_LOG"))"
   exit 77
 fi

@@ -4,10 +4,12 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "common/check.h"
 #include "common/log.h"
+#include "integration/group/backend_choice.h"
 #include "integration/group/flow.h"
 #include "integration/group/listen_address.h"
 #include "integration/group/ring.h"
@@ -31,6 +33,14 @@ transport::MemoryRegion host_region(const void* data, std::size_t bytes) {
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
+// Per group: this thread's open batch depth, and whether a device transfer in the batch still
+// needs its fence (batches are per thread and Context, like transport::Context's).
+struct BatchState {
+  int depth = 0;
+  bool fence_pending = false;
+};
+thread_local std::unordered_map<const void*, BatchState> t_batches;
+
 }  // namespace
 
 Group::Group(GroupOptions options, std::unique_ptr<transport::Context> context)
@@ -48,19 +58,32 @@ Result<std::unique_ptr<Group>> Group::create(bootstrap::Store& store, GroupOptio
     if (!chosen.ok()) return chosen.status();
     options.listen_address = *chosen;
   }
+  Result<BackendPlan> plan = plan_backends(options.backends);
+  if (!plan.ok()) return plan.status();
+  std::vector<std::string> listen;
+  for (std::size_t i = 0; i < plan->names.size(); ++i) {
+    std::string address = with_scheme(options.listen_address, plan->names[i]);
+    const std::size_t colon = address.rfind(':');
+    if (i > 0 && colon != std::string::npos && colon > address.find("://") + 2) {
+      address = address.substr(0, colon) + ":0";  // the configured port belongs to the first
+    }
+    listen.push_back(std::move(address));
+  }
   transport::ContextOptions copts;
   copts.name = mesh_peer_name(options.key_prefix, options.rank, options.size);
   copts.config = options.config;
+  copts.backends = std::move(plan->backends);
+  copts.cuda_api = options.cuda_api;
   Result<std::unique_ptr<transport::Context>> context = transport::Context::create(std::move(copts));
   if (!context.ok()) return context.status();
   std::unique_ptr<Group> group(new Group(options, std::move(*context)));
-  MeshOptions mesh{options.rank, options.size, options.timeout, options.listen_address,
+  MeshOptions mesh{options.rank, options.size, options.timeout, std::move(listen),
                    options.key_prefix};
   Result<std::unique_ptr<RankMesh>> connected = RankMesh::connect(store, *group->context_, mesh);
   if (!connected.ok()) return connected.status();
   group->mesh_ = std::move(*connected);
   TICTAC_LOG(info) << "group " << options.key_prefix << ": rank " << options.rank << " of "
-                   << options.size << " connected (" << group->mesh_->address() << ")";
+                   << options.size << " connected (" << group->mesh_->addresses() << ")";
   return group;
 }
 
@@ -68,12 +91,40 @@ std::string Group::describe_rank(int rank) const { return "rank " + std::to_stri
 
 transport::RequestId Group::send(int dst, std::uint64_t tag, const void* data, std::size_t bytes,
                                  transport::Priority priority, Done done) {
+  return send_region(dst, tag, std::make_shared<transport::MemoryRegion>(host_region(data, bytes)),
+                     priority, std::move(done));
+}
+
+transport::RequestId Group::recv(int src, std::uint64_t tag, void* data, std::size_t bytes,
+                                 Done done) {
+  return recv_region(src, tag, std::make_shared<transport::MemoryRegion>(host_region(data, bytes)),
+                     std::move(done));
+}
+
+Result<std::shared_ptr<transport::MemoryRegion>> Group::register_device(void* data,
+                                                                        std::size_t bytes,
+                                                                        int device, void* stream) {
+  transport::BufferDesc desc;
+  desc.data = data;
+  desc.bytes = bytes;
+  desc.type = transport::MemoryType::cuda;
+  desc.cuda_device = device;
+  desc.cuda_stream = stream;
+  Result<transport::MemoryRegion> region = context_->register_buffer(desc);
+  if (!region.ok()) return region.status();
+  return std::make_shared<transport::MemoryRegion>(std::move(region).value());
+}
+
+transport::RequestId Group::send_region(int dst, std::uint64_t tag,
+                                        std::shared_ptr<transport::MemoryRegion> region,
+                                        transport::Priority priority, Done done) {
   const bool valid = dst >= 0 && dst < size() && dst != rank();
   const transport::PeerId peer = valid ? mesh_->peer(dst) : transport::kNoPeer;
-  const transport::MemoryRegion region = host_region(data, bytes);
-  return context_->send(
-      peer, tag, region, 0, bytes, priority,
-      [this, dst, valid, done = std::move(done)](const Status& s, std::uint64_t n, transport::PeerId) {
+  const std::uint64_t bytes = region->size();
+  const bool device = region->type() == transport::MemoryType::cuda;
+  const transport::RequestId id = context_->send(
+      peer, tag, *region, 0, bytes, priority,
+      [this, dst, valid, region, done = std::move(done)](const Status& s, std::uint64_t n, transport::PeerId) {
         if (!valid) {
           done(invalid_argument("send to rank " + std::to_string(dst) + ": not a peer rank of a group of " +
                                 std::to_string(size()) + " (this is rank " + std::to_string(rank()) + ")"),
@@ -82,18 +133,21 @@ transport::RequestId Group::send(int dst, std::uint64_t tag, const void* data, s
         }
         done(s.ok() ? s : Status(s.code(), describe_rank(dst) + ": " + s.message(), s.origin()), n, dst);
       });
+  if (device && valid) after_device_submit();
+  return id;
 }
 
-transport::RequestId Group::recv(int src, std::uint64_t tag, void* data, std::size_t bytes,
-                                 Done done) {
+transport::RequestId Group::recv_region(int src, std::uint64_t tag,
+                                        std::shared_ptr<transport::MemoryRegion> region, Done done) {
   const bool any = src == kAnyRank;
   const bool valid = any || (src >= 0 && src < size() && src != rank());
   const transport::PeerId peer =
       any ? transport::kAnyPeer : (valid ? mesh_->peer(src) : transport::kNoPeer);
-  transport::MemoryRegion region = host_region(data, bytes);
-  return context_->recv(
-      peer, tag, region, 0, bytes,
-      [this, src, valid, done = std::move(done)](const Status& s, std::uint64_t n, transport::PeerId from) {
+  const std::uint64_t bytes = region->size();
+  const bool device = region->type() == transport::MemoryType::cuda;
+  const transport::RequestId id = context_->recv(
+      peer, tag, *region, 0, bytes,
+      [this, src, valid, region, done = std::move(done)](const Status& s, std::uint64_t n, transport::PeerId from) {
         if (!valid) {
           done(invalid_argument("receive from rank " + std::to_string(src) + ": not a peer rank of a group of " +
                                 std::to_string(size()) + " (this is rank " + std::to_string(rank()) + ")"),
@@ -105,6 +159,41 @@ transport::RequestId Group::recv(int src, std::uint64_t tag, void* data, std::si
         done(s.ok() || named < 0 ? s : Status(s.code(), describe_rank(named) + ": " + s.message(), s.origin()),
              n, source >= 0 ? source : src);
       });
+  if (device && valid) after_device_submit();
+  return id;
+}
+
+void Group::begin_batch() {
+  ++t_batches[this].depth;
+  context_->begin_batch();
+}
+
+void Group::end_batch() {
+  context_->end_batch();
+  const auto it = t_batches.find(this);
+  if (it == t_batches.end() || --it->second.depth > 0) return;
+  const bool fence = it->second.fence_pending;
+  t_batches.erase(it);
+  if (fence) fence_loop();
+}
+
+void Group::fence_loop() {
+  // Context tasks run in FIFO order on the loop; a blocking query is a round trip through it.
+  for (int r = 0; r < size(); ++r) {
+    if (r != rank()) {
+      (void)context_->peer_name(mesh_->peer(r));
+      return;
+    }
+  }
+}
+
+void Group::after_device_submit() {
+  const auto it = t_batches.find(this);
+  if (it != t_batches.end() && it->second.depth > 0) {
+    it->second.fence_pending = true;
+  } else {
+    fence_loop();
+  }
 }
 
 void Group::cancel(transport::RequestId id) { context_->cancel(id); }

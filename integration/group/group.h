@@ -42,8 +42,14 @@ struct GroupOptions {
   int size = 1;
   std::chrono::milliseconds timeout{30'000};  // connect and collective timeout
   std::string listen_address;                 // empty = choose_listen_address()
+  // Backend preference list ("ucx,tcp"); empty = TICTAC_BACKENDS (backend_choice.h). Each
+  // backend listens on listen_address's host (the first on its port too, the others on any).
+  std::string backends;
   std::string key_prefix;                     // store keys and handshake identity
   std::optional<transport::TransportConfig> config;  // empty = TICTAC_* environment
+  // CUDA table for device buffers (not owned, must outlive the group; tests pass the scripted
+  // fake). Null = the real runtime, opened on the first device registration.
+  cuda::Api* cuda_api = nullptr;
 };
 
 // (status, bytes moved, source rank)
@@ -62,6 +68,10 @@ class Group {
   int size() const { return options_.size; }
   std::chrono::milliseconds timeout() const { return options_.timeout; }
   const std::string& address() const { return mesh_->address(); }
+  // Every address this rank published (one per backend, preference order, ','-joined).
+  const std::string& addresses() const { return mesh_->addresses(); }
+  // The backend ("tcp", "ucx", ...) the connection to `rank` runs over; "" for this rank.
+  const std::string& backend_of(int rank) const { return mesh_->backend_of(rank); }
   PriorityTable& priorities() { return priorities_; }
 
   // Point-to-point. An invalid rank (self, out of range) completes `done` with
@@ -70,11 +80,33 @@ class Group {
                             transport::Priority priority, Done done);
   transport::RequestId recv(int src, std::uint64_t tag, void* data, std::size_t bytes, Done done);
   void cancel(transport::RequestId id);
+
+  // Device buffers (transport/cuda_path.h): a CUDA region whose transfers are ordered by
+  // `stream` (a cudaStream_t; nullptr = the legacy default stream). A send starts only after the
+  // work enqueued on the stream before send_region(); a receive makes the stream wait at once,
+  // and work enqueued on it afterwards runs only once every byte is on the device. Backends
+  // without GPU memory support stage through pinned host buffers. May block (driver start-up,
+  // pools): call from the user's thread, never from a `done`. Errors: unavailable
+  // "CUDA not viable: <reason>" on a machine without a usable GPU, invalid_argument for memory
+  // that is not device memory of `device`.
+  Result<std::shared_ptr<transport::MemoryRegion>> register_device(void* data, std::size_t bytes,
+                                                                   int device, void* stream);
+  // p2p on a registered region (host or device); the group keeps `region` alive until `done`.
+  // For a device region these return only once the transport's loop has taken the request, so
+  // the stream ordering above holds from the moment they return (the loop enqueues the stream
+  // wait and the producer gate; without this fence a consumer kernel enqueued right after
+  // recv_region() could run before the wait). Inside a batch, at the outermost end_batch().
+  transport::RequestId send_region(int dst, std::uint64_t tag,
+                                   std::shared_ptr<transport::MemoryRegion> region,
+                                   transport::Priority priority, Done done);
+  transport::RequestId recv_region(int src, std::uint64_t tag,
+                                   std::shared_ptr<transport::MemoryRegion> region, Done done);
   // Batches (transport::Context::begin_batch/end_batch): this thread's send/recv/cancel calls
   // between them reach the transport's loop as one task, so its send queue orders every send of
   // the batch before the first chunk leaves. They nest; other threads are not affected.
-  void begin_batch() { context_->begin_batch(); }
-  void end_batch() { context_->end_batch(); }
+  // A device transfer in a batch is fenced (see register_device) at the outermost end_batch().
+  void begin_batch();
+  void end_batch();
 
   // Collectives (blocking); their sends leave with `priority`. More in ring.h and rooted.h.
   Status barrier(transport::Priority priority = kCollectivePriority);
@@ -97,6 +129,9 @@ class Group {
  private:
   Group(GroupOptions options, std::unique_ptr<transport::Context> context);
   std::string describe_rank(int rank) const;
+  // Returns once the loop ran every task posted before (one round trip through the loop).
+  void fence_loop();
+  void after_device_submit();
 
   GroupOptions options_;
   std::unique_ptr<transport::Context> context_;

@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "common/log.h"
+#include "integration/group/backend_choice.h"
 
 namespace tictac::group {
 namespace {
@@ -51,18 +52,28 @@ Result<std::unique_ptr<RankMesh>> RankMesh::connect(bootstrap::Store& store,
   }
   std::unique_ptr<RankMesh> mesh(new RankMesh());
   mesh->peers_.assign(static_cast<std::size_t>(options.size), transport::kNoPeer);
+  mesh->backends_.assign(static_cast<std::size_t>(options.size), "");
   if (options.size == 1) return mesh;
 
-  Result<std::string> bound = context.listen(options.listen_address);
-  if (!bound.ok()) {
-    return with_context(bound.status(), "rank " + std::to_string(options.rank) +
-                                            " cannot listen on " + options.listen_address +
-                                            " (set TICTAC_LISTEN_ADDR to a local address)");
+  if (options.listen_addresses.empty()) return invalid_argument("group mesh: no listen address");
+  std::vector<std::string> bound_list;
+  std::vector<std::string> preference;
+  for (const std::string& address : options.listen_addresses) {
+    Result<std::string> bound = context.listen(address);
+    if (!bound.ok()) {
+      return with_context(bound.status(), "rank " + std::to_string(options.rank) +
+                                              " cannot listen on " + address +
+                                              " (set TICTAC_LISTEN_ADDR to a local address, or "
+                                              "drop " + scheme_of(address) + " from TICTAC_BACKENDS)");
+    }
+    bound_list.push_back(*bound);
+    preference.push_back(scheme_of(*bound));
   }
-  mesh->address_ = *bound;
-  TICTAC_RETURN_IF_ERROR(store.set_string(addr_key(options.key_prefix, options.rank), *bound));
+  mesh->address_ = bound_list.front();
+  mesh->addresses_ = join_addresses(bound_list);
+  TICTAC_RETURN_IF_ERROR(store.set_string(addr_key(options.key_prefix, options.rank), mesh->addresses_));
   TICTAC_LOG(debug) << "group " << options.key_prefix << ": rank " << options.rank
-                    << " listens on " << *bound;
+                    << " listens on " << mesh->addresses_;
 
   // Lower ranks: we connect.
   for (int r = 0; r < options.rank; ++r) {
@@ -71,10 +82,17 @@ Result<std::unique_ptr<RankMesh>> RankMesh::connect(bootstrap::Store& store,
       return with_context(addr.status(), "rank " + std::to_string(r) +
                                               " never published its address");
     }
-    Result<transport::PeerId> peer = context.connect(*addr);
+    const std::string chosen = pick_address(preference, split_addresses(*addr));
+    if (chosen.empty()) {
+      return invalid_argument("rank " + std::to_string(options.rank) + " (backends " +
+                              join_addresses(preference) + ") shares no backend with rank " +
+                              std::to_string(r) + " (which listens on " + *addr +
+                              "); set the same TICTAC_BACKENDS on every rank");
+    }
+    Result<transport::PeerId> peer = context.connect(chosen);
     if (!peer.ok()) {
       return with_context(peer.status(), "cannot connect to rank " + std::to_string(r) + " at " +
-                                             *addr);
+                                             chosen);
     }
     Result<std::string> name = context.peer_name(*peer);
     const int got = name.ok() ? parse_mesh_peer_name(*name, options.key_prefix, options.size) : -1;
@@ -86,6 +104,7 @@ Result<std::unique_ptr<RankMesh>> RankMesh::connect(bootstrap::Store& store,
     }
     mesh->peers_[static_cast<std::size_t>(r)] = *peer;
     mesh->ranks_[*peer] = r;
+    mesh->backends_[static_cast<std::size_t>(r)] = scheme_of(chosen);
   }
   // Higher ranks: they connect to us.
   const auto deadline = std::chrono::steady_clock::now() + options.timeout;
@@ -113,6 +132,13 @@ Result<std::unique_ptr<RankMesh>> RankMesh::connect(bootstrap::Store& store,
     }
     mesh->peers_[static_cast<std::size_t>(r)] = *peer;
     mesh->ranks_[*peer] = r;
+    // The higher rank picked the first of ITS backends that we offer; its list is in the store
+    // (published before it connected).
+    Result<std::string> theirs = store.get_string(addr_key(options.key_prefix, r), options.timeout);
+    TICTAC_RETURN_IF_ERROR(theirs);
+    std::vector<std::string> their_preference;
+    for (const std::string& a : split_addresses(*theirs)) their_preference.push_back(scheme_of(a));
+    mesh->backends_[static_cast<std::size_t>(r)] = scheme_of(pick_address(their_preference, bound_list));
   }
   return mesh;
 }

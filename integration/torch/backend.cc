@@ -153,7 +153,6 @@ TicTacBackend::TicTacBackend(const c10::intrusive_ptr<c10d::Store>& store, int r
   group_ = std::move(*created);
   collectives_ = std::make_unique<group::SerialExecutor>("tictac-coll");
   completions_ = std::make_unique<group::SerialExecutor>("tictac-done");
-  staging_ = std::make_unique<group::SerialExecutor>("tictac-stage");
 }
 
 TicTacBackend::~TicTacBackend() { shutdown(); }
@@ -161,7 +160,6 @@ TicTacBackend::~TicTacBackend() { shutdown(); }
 void TicTacBackend::shutdown() {
   if (!group_) return;
   collectives_->shutdown();
-  staging_->shutdown();
   group_->close();  // fails whatever is pending (cancelled); completions still run
   completions_->shutdown();
   group_.reset();
@@ -193,16 +191,28 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::send(std::vector<at::Tensor>& tens
     work->set_cancel([g, id] { g->cancel(id); });
     return work;
   }
-  // CUDA: wait for the producer stream on the staging thread, copy out, then send.
-  std::shared_ptr<c10::Event> ready = record_on_current_stream(t);
+  // CUDA: the transport's cuda_path, ordered after the caller's current stream.
+  std::shared_ptr<transport::MemoryRegion> region = device_region(t, "send");
+  const transport::RequestId id =
+      group_->send_region(dstRank, group::user_tag(tag), region, priority, std::move(finish));
   group::Group* g = group_.get();
-  staging_->post([g, t, ready, dstRank, tag, priority, finish]() mutable {
-    ready->synchronize();
-    at::Tensor host = t.to(at::kCPU);
-    g->send(dstRank, group::user_tag(tag), host.data_ptr(), host.nbytes(), priority,
-            [host, finish](const Status& s, std::uint64_t n, int src) { finish(s, n, src); });
-  });
+  work->set_cancel([g, id] { g->cancel(id); });
   return work;
+}
+
+std::shared_ptr<transport::MemoryRegion> TicTacBackend::device_region(const at::Tensor& t,
+                                                                      const char* op) {
+  c10::impl::VirtualGuardImpl impl(t.device().type());
+  const c10::Stream stream = impl.getStream(t.device());
+  Result<std::shared_ptr<transport::MemoryRegion>> region =
+      group_->register_device(t.data_ptr(), t.nbytes(), t.device().index(), stream.native_handle());
+  if (!region.ok()) {
+    C10_THROW_ERROR(DistBackendError,
+                    std::string("tictac ") + op + " of a tensor on " + t.device().str() + ": " +
+                        region.status().message() +
+                        " (move the tensor to the CPU, or run where CUDA works)");
+  }
+  return std::move(region).value();
 }
 
 c10::intrusive_ptr<c10d::Work> TicTacBackend::post_recv(std::vector<at::Tensor>& tensors, int src,
@@ -230,16 +240,11 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::post_recv(std::vector<at::Tensor>&
                         done_exec->post([work, s = check_size(s, n), from] { work->complete(s, from); });
                       });
   } else {
-    at::Tensor host = at::empty(t.sizes(), t.options().device(at::kCPU));
-    group::SerialExecutor* stage = staging_.get();
-    id = group_->recv(src, group::user_tag(tag), host.data_ptr(), host.nbytes(),
-                      [work, t, host, stage, done_exec, check_size](const Status& s, std::uint64_t n, int from) {
-                        Status st = check_size(s, n);
-                        stage->post([work, t, host, st, from, done_exec]() mutable {
-                          if (st.ok()) t.copy_(host);  // synchronous: done before the Work is
-                          done_exec->post([work, st, from] { work->complete(st, from); });
-                        });
-                      });
+    // CUDA: the stream wait is on the caller's current stream when recv() returns.
+    id = group_->recv_region(src, group::user_tag(tag), device_region(t, "recv"),
+                             [work, done_exec, check_size](const Status& s, std::uint64_t n, int from) {
+                               done_exec->post([work, s = check_size(s, n), from] { work->complete(s, from); });
+                             });
   }
   group::Group* g = group_.get();
   work->set_cancel([g, id] { g->cancel(id); });

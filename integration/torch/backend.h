@@ -4,9 +4,12 @@
 // sends ahead of parameter transfers unless the calling thread set an override), and every
 // Work completes on a completion thread (never the transport's loop thread), so future
 // callbacks may block.
-// Tensors: CPU tensors move straight from/into their storage (contiguous only). CUDA tensors are
-// staged through host memory on a staging thread after an event recorded on the caller's
-// current stream, so stream order is kept (see docs/torch.md; not yet run on a GPU).
+// Tensors: CPU tensors move straight from/into their storage (contiguous only). CUDA tensors in
+// send/recv go through the transport's cuda_path (Group::register_device) ordered by the
+// caller's current stream: a send leaves after the work enqueued on it before send(); a recv
+// makes it wait, so kernels enqueued after recv() see the data. Collectives on CUDA tensors wait
+// for the caller's stream on the collective thread and reduce in host memory (docs/torch.md).
+// Without a usable GPU a CUDA tensor raises DistBackendError "CUDA not viable: <reason>".
 // Errors: a dead peer raises torch.distributed.DistNetworkError naming the rank; a timeout in
 // Work.wait() cancels the transfer and raises DistBackendError naming op, peer and time.
 // Thread safety: like every c10d backend, ops may be called from any thread.
@@ -20,6 +23,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "integration/group/group.h"
 #include "integration/group/serial_executor.h"
@@ -108,6 +112,12 @@ class TicTacBackend : public c10d::Backend {
   // The scheduler's tag -> priority table (smaller = sent first).
   group::PriorityTable& priorities() { return group_->priorities(); }
   std::string address() const { return group_->address(); }
+  // The transport backend ("tcp", "ucx", ...) of each rank's connection; "" for this rank.
+  std::vector<std::string> peer_backends() const {
+    std::vector<std::string> out;
+    for (int r = 0; r < group_->size(); ++r) out.push_back(group_->backend_of(r));
+    return out;
+  }
   std::chrono::milliseconds timeout() const { return timeout_; }
 
  private:
@@ -121,6 +131,9 @@ class TicTacBackend : public c10d::Backend {
                                             std::string what, CollectiveBody body,
                                             const std::vector<at::Tensor>& inputs = {});
   c10::intrusive_ptr<c10d::Work> post_recv(std::vector<at::Tensor>& tensors, int src, int tag);
+  // A CUDA tensor registered with the group, ordered by its device's current stream; throws
+  // DistBackendError naming the cause where CUDA cannot be used.
+  std::shared_ptr<transport::MemoryRegion> device_region(const at::Tensor& t, const char* op);
   // Adds `work` to this thread's open coalescing batch on this backend, if there is one.
   void note_coalesced(const c10::intrusive_ptr<TicTacWork>& work);
 
@@ -128,7 +141,6 @@ class TicTacBackend : public c10d::Backend {
   std::unique_ptr<group::Group> group_;
   std::unique_ptr<group::SerialExecutor> collectives_;
   std::unique_ptr<group::SerialExecutor> completions_;
-  std::unique_ptr<group::SerialExecutor> staging_;
 };
 
 }  // namespace tictac::torch_adapter

@@ -81,6 +81,8 @@ PYBIND11_MODULE(_C, m) {
     return as_tictac(b).priorities().size();
   });
   m.def("address", [](const c10::intrusive_ptr<c10d::Backend>& b) { return as_tictac(b).address(); });
+  m.def("peer_backends",
+        [](const c10::intrusive_ptr<c10d::Backend>& b) { return as_tictac(b).peer_backends(); });
   m.def("is_tictac", [](const c10::intrusive_ptr<c10d::Backend>& b) {
     return dynamic_cast<TicTacBackend*>(b.get()) != nullptr;
   });

@@ -94,6 +94,12 @@ def is_tictac(group=None) -> bool:
         return False
 
 
+def peer_backends(group=None) -> list[str]:
+    """The transport backend each rank's connection runs over ("tcp", "ucx", ...; "" for this
+    rank), chosen from TICTAC_BACKENDS (default "tcp") when the group was created."""
+    return list(_ext().peer_backends(_backend_of(group)))
+
+
 def set_priorities(group, table: Mapping[int, int], *, replace: bool = True) -> None:
     """Installs the scheduler's tag -> priority table (smaller = sent first) on `group`.
 
@@ -140,6 +146,7 @@ __all__ = [
     "BACKEND_NAME",
     "available",
     "is_tictac",
+    "peer_backends",
     "priority",
     "priority_of",
     "schedule",
