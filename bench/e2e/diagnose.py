@@ -18,7 +18,11 @@ Per job (jobs/<tag>/), medians over the measured iterations (and workers):
   intervals, in Mbit/s (the nominal rate is the job's rate_mbit: below it the transport, not the
   link, is the bottleneck);
 - ``update``: the server's optimizer busy ms per iteration (training), and ``fwd``/``bwd``: the
-  workers' forward and backward interval lengths.
+  workers' forward and backward interval lengths;
+- ``upd_half``: pipelined training: the fraction of the next iteration's value bytes the server
+  had updated (and so issued) by the middle of its update span (first to last update of the
+  iteration). Low (updates bunched at the end) means the next forward waits for values updated
+  late: what P3-ordered pushes did (docs/ps-training.md, "Push and update order").
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ def _union(iv) -> float:
     return tot
 
 
-def server_counters(trace: str) -> Dict[str, Any]:
+def server_counters(trace: str, nbytes: Dict[str, int] = None) -> Dict[str, Any]:
     try:
         with open(trace, encoding="utf-8") as f:
             ev = json.load(f)["traceEvents"]
@@ -76,7 +80,8 @@ def server_counters(trace: str) -> Dict[str, Any]:
         return {}
     iters = [(e["ts"], e["ts"] + e["dur"], e["name"]) for e in ev
              if e.get("ph") == "X" and e.get("pid") == 0 and e.get("tid") == 1]
-    out: Dict[str, Any] = {"update_busy_ms": {}, "send_union_ms": {}}
+    out: Dict[str, Any] = {"update_busy_ms": {}, "send_union_ms": {}, "upd_half": {}}
+    all_sends = [x for x in ev if x.get("ph") == "X" and x.get("pid") == 0 and x.get("tid") == 5]
     for s, e, name in iters:
         it = int(name.split()[-1])
         upd = [x for x in ev if x.get("ph") == "X" and x.get("pid") == 0 and x.get("tid") == 7 and s <= x["ts"] < e]
@@ -84,6 +89,12 @@ def server_counters(trace: str) -> Dict[str, Any]:
         sends = [(x["ts"], x["ts"] + x["dur"]) for x in ev
                  if x.get("ph") == "X" and x.get("pid") == 0 and x.get("tid") == 5 and s <= x["ts"] < e]
         out["send_union_ms"][it] = _union(sends) / 1e3
+        if upd and nbytes:
+            u0, u1 = min(x["ts"] for x in upd), max(x["ts"] + x["dur"] for x in upd)
+            nxt = [(x["ts"], nbytes.get(x["name"].rsplit(" -> ", 1)[0], 0)) for x in all_sends if u0 <= x["ts"] <= u1]
+            tot = sum(b for _, b in nxt)
+            if tot:
+                out["upd_half"][it] = sum(b for t, b in nxt if t <= (u0 + u1) / 2) / tot
     return out
 
 
@@ -103,7 +114,8 @@ def job_counters(jd: str) -> Dict[str, Any]:
     row["fwd"] = med(r["forward"][1] - r["forward"][0] for r in recs if r.get("forward"))
     bw = [r["backward"][1] - r["backward"][0] for r in recs if r.get("backward")]
     row["bwd"] = med(bw) if bw else None
-    sc = server_counters(os.path.join(jd, "trace_full.json"))
+    nbytes = {p[0]: p[3] for r in recs for p in r.get("pulls", [])}
+    sc = server_counters(os.path.join(jd, "trace_full.json"), nbytes)
     its = sorted({r["iter"] for r in recs})
     if sc:
         bytes_it = {it: sum(p[3] for r in recs if r["iter"] == it for p in r.get("pulls", [])) for it in its}
@@ -112,6 +124,8 @@ def job_counters(jd: str) -> Dict[str, Any]:
         row["uplink"] = med(rates) if rates else None
         ub = [sc["update_busy_ms"][it] for it in its if it in sc["update_busy_ms"]]
         row["update"] = med(ub) if ub and any(ub) else None
+        uh = list(sc["upd_half"].values())
+        row["upd_half"] = med(uh) if uh else None
     return row
 
 
@@ -123,7 +137,7 @@ def main(argv=None) -> int:
     if not os.path.isdir(jobs):
         print(f"{a.dir}: no jobs/ folder (not a bench/e2e --out folder)", file=sys.stderr)
         return 2
-    cols = ["job", "n", "stall", "first_op", "tail", "inv", "late_mb", "uplink", "update", "fwd", "bwd"]
+    cols = ["job", "n", "stall", "first_op", "tail", "inv", "late_mb", "uplink", "update", "upd_half", "fwd", "bwd"]
     rows = []
     for tag in sorted(os.listdir(jobs)):
         try:

@@ -100,3 +100,56 @@ def test_pipeline_env_switch(monkeypatch):
     monkeypatch.setenv("TICTAC_PS_PIPELINE", "maybe")
     with pytest.raises(ValueError, match="TICTAC_PS_PIPELINE"):
         ps.PSConfig()
+
+
+def test_push_and_update_order_env_switches(monkeypatch):
+    assert ps.PSConfig().push_order == "produced" and ps.PSConfig().update_order == "arrival"
+    monkeypatch.setenv("TICTAC_PS_PUSH_ORDER", "next")
+    monkeypatch.setenv("TICTAC_PS_UPDATE_ORDER", "next")
+    cfg = ps.PSConfig()
+    assert (cfg.push_order, cfg.update_order) == ("next", "next")
+    cfg.validate(3)
+    for var, bad in (("TICTAC_PS_PUSH_ORDER", "p3"), ("TICTAC_PS_UPDATE_ORDER", "lifo")):
+        monkeypatch.setenv(var, bad)
+        with pytest.raises(ValueError, match=var):
+            ps.PSConfig().validate(3)
+        monkeypatch.delenv(var)
+
+
+def test_ready_updates_next_order_and_arrival_counter_check():
+    """Parameters whose gradients all landed while the server was busy are updated in the next
+    iteration's order (rank), not in the order they became ready; with no ranks (update_order
+    "arrival", the counter-check) they come in arrival order. A failure jumps the queue."""
+    from tictac.torch.ps.update_queue import ReadyUpdates
+
+    ranks = {"fc": 3, "conv3": 2, "conv2": 1, "conv1": 0}     # the next forward needs conv1 first
+    arrival = ["fc", "conv3", "conv2", "conv1"]                 # the backward produces fc first
+
+    def drain(q, n):
+        return [q.get(timeout=1)[1] for _ in range(n)]
+
+    for r, want in ((ranks, ["conv1", "conv2", "conv3", "fc"]), ({}, arrival)):
+        q = ReadyUpdates({k: 2 for k in arrival}, r)
+        for k in arrival:
+            q.landed(k)          # first of two workers: nothing ready yet
+        with pytest.raises(Exception):
+            q.get(timeout=0.01)
+        for k in arrival:
+            q.landed(k)
+        assert drain(q, 4) == want
+    q = ReadyUpdates({"a": 1, "b": 1}, {"a": 0, "b": 1})
+    q.landed("b")
+    q.failed("boom")
+    q.landed("a")
+    assert q.get(timeout=1) == (True, "boom") and drain(q, 2) == ["a", "b"]
+
+
+@pytest.mark.parametrize("backend", ["gloo", "tictac"])
+def test_p3_pushes_and_next_updates_still_exact(backend):
+    """The non-default push and update orders (push_order="next", update_order="next") give
+    the same parameters as single-process training (the default ones are checked above)."""
+    if backend == "tictac" and not _tt.available():
+        pytest.skip(f"tictac backend unavailable: {_tt._C_ERROR}")
+    cfg = sgd_cfg(policy="tac", pipeline=True, push_order="next", update_order="next")
+    (r,), _, _ = launch(entry_pipe, 3, partly_frozen, [cfg], backend=backend)
+    assert_close(r["params"], reference_frozen(cfg))

@@ -34,6 +34,8 @@ OPTIMIZERS = ("sgd", "adam")
 REDUCTIONS = ("mean", "sum")
 GUARDS = ("first", "always", "off")
 UPDATES = ("eager", "bulk")
+PUSH_ORDERS = ("produced", "next")
+UPDATE_ORDERS = ("arrival", "next")
 
 
 @dataclass
@@ -73,6 +75,20 @@ class PSConfig:
       it pushes the parameter's gradient (the backward no longer reads the parameter then) and
       pushes gradients at their parameters' positions in its next order (P3). Off: every value
       is sent at the start of the next iteration, after the worker's ready message.
+    push_order: training only: the priorities of the workers' gradient pushes.
+      "produced" (default; env TICTAC_PS_PUSH_ORDER): in the order the backward produces them
+      (FIFO), so the server's per-parameter updates run back to back from the backward's start.
+      "next": at their parameters' positions in the next iteration's order (P3): the
+      earliest-needed go first, and each new gradient preempts the ones queued before it, so the
+      first-produced (the last layers, the largest tensors of most CNNs) reach the server last
+      and their updates queue up after the backward (docs/ps-training.md, "Push order").
+    update_order: training with update="eager" only. "arrival" (default; env
+      TICTAC_PS_UPDATE_ORDER): a server updates parameters in the order their last gradient
+      arrived. "next": of the parameters whose gradients have all arrived, the one needed first
+      in the next iteration (the smallest position over the workers' next orders) first, so
+      when updates queue up (the server's CPU is the bottleneck) the first layers' new values,
+      which the next forward waits for, do not wait behind the last layers' (the next forward
+      starts earlier; no wall-time gain shown yet: docs/benchmarks.md).
     auto_order / min_overlap: when the first worker's median speedup bound S = min(N, C) /
       max(N, C) over the iterations up to max(0, warmup - 1) is below min_overlap (default
       0.05), every rank uses declaration order with no per-message priorities from the next
@@ -105,6 +121,8 @@ class PSConfig:
     batch_size: Optional[int] = None   # only for the throughput in the summary
     update: str = field(default_factory=lambda: os.environ.get("TICTAC_PS_UPDATE", "eager"))
     pipeline: bool = field(default_factory=lambda: _env_bool("TICTAC_PS_PIPELINE", True))
+    push_order: str = field(default_factory=lambda: os.environ.get("TICTAC_PS_PUSH_ORDER", "produced"))
+    update_order: str = field(default_factory=lambda: os.environ.get("TICTAC_PS_UPDATE_ORDER", "arrival"))
     auto_order: bool = field(default_factory=lambda: _env_bool("TICTAC_PS_AUTO_ORDER", True))
     min_overlap: float = field(default_factory=lambda: _env_float("TICTAC_PS_MIN_OVERLAP", 0.05))
 
@@ -115,6 +133,12 @@ class PSConfig:
         if self.update not in UPDATES:
             raise ValueError(f"update must be one of {UPDATES} (PSConfig.update or TICTAC_PS_UPDATE), "
                              f"got {self.update!r}")
+        if self.push_order not in PUSH_ORDERS:
+            raise ValueError(f"push_order must be one of {PUSH_ORDERS} (PSConfig.push_order or "
+                             f"TICTAC_PS_PUSH_ORDER), got {self.push_order!r}")
+        if self.update_order not in UPDATE_ORDERS:
+            raise ValueError(f"update_order must be one of {UPDATE_ORDERS} (PSConfig.update_order or "
+                             f"TICTAC_PS_UPDATE_ORDER), got {self.update_order!r}")
         if self.policy not in POLICIES:
             raise ValueError(f"policy must be one of {POLICIES}, got {self.policy!r}")
         if self.optimizer not in OPTIMIZERS:

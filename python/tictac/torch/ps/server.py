@@ -11,7 +11,6 @@ once over all of them (update="bulk"). See docs/ps-training.md.
 from __future__ import annotations
 
 import queue
-import threading
 from typing import List
 
 import torch
@@ -24,6 +23,7 @@ from .priorities import Priorities
 from .protocol import Tags, ms, now
 from .sharding import ParamInfo
 from .stats import ServerIterationStats, to_unix
+from .update_queue import ReadyUpdates
 
 __all__ = ["Server", "make_optimizer"]
 
@@ -128,6 +128,20 @@ class Server:
         st.iter_ms = ms(now(), t0)
         return st
 
+    def _update_ranks(self, it: int) -> dict:
+        """Parameter index -> the rank of its update among those ready at once: the smallest
+        position over the workers' orders for iteration it + 1 (update_order "next"), or
+        nothing (arrival order)."""
+        if self.cfg.update_order != "next" or it + 1 >= self.cfg.iters:
+            return {}
+        ranks: dict = {}
+        for w in self.workers:
+            for k, n in enumerate(self.plan.order_for(w - self.cfg.num_ps, it + 1)):
+                info = self.by_name.get(n)
+                if info is not None:
+                    ranks[info.index] = min(k, ranks.get(info.index, k))
+        return ranks
+
     def _orders(self, it: int) -> dict:
         """worker rank -> [(position in its order for `it`, owned ParamInfo)] (cached per it)."""
         if self._orders_it != it:
@@ -169,22 +183,19 @@ class Server:
     def _eager_rest(self, it: int, st: ServerIterationStats, t0: float, sends) -> ServerIterationStats:
         """Training with update='eager': receive the workers' masks (sent before their
         backward), then update each parameter as soon as all workers' gradients of it have
-        arrived, in arrival order."""
+        arrived; of those ready at once, in cfg.update_order (update_queue.py)."""
         ctx, cfg = self.ctx, self.cfg
         pos = {info.index: k for k, info in enumerate(self.trainable)}
-        left = {info.index: len(self.workers) for info in self.trainable}
-        lock = threading.Lock()
-        ready: "queue.Queue" = queue.Queue()
+        # Updates ready to run, smallest rank first: update_order "next" ranks a parameter by
+        # its earliest position in the workers' orders for the next iteration, "arrival" by
+        # when its last gradient landed. A failed transfer goes first (its error is raised).
+        ready = ReadyUpdates({info.index: len(self.workers) for info in self.trainable}, self._update_ranks(it))
 
         def landed(t: Transfer) -> None:
             if t.error is not None:
-                ready.put(t)
-                return
-            with lock:
-                left[t.key] -= 1
-                last = left[t.key] == 0
-            if last:
-                ready.put(t.key)
+                ready.failed(t)
+            else:
+                ready.landed(t.key)
 
         masks = []
         for w in self.workers:
@@ -209,11 +220,11 @@ class Server:
         busy, first, last_end = 0.0, None, None
         for _ in range(len(self.trainable)):
             try:
-                item = ready.get(timeout=ctx.timeout)
+                is_failure, item = ready.get(timeout=ctx.timeout)
             except queue.Empty:
                 t = next(t for _, t in transfers if t.done_at is None)
                 raise ctx.error(t.what, t.peer, None, t.posted, timed_out=True) from None
-            if isinstance(item, Transfer):
+            if is_failure:
                 item.wait(ctx)          # raises the PeerError
             info = by_index[item]
             u0 = now()

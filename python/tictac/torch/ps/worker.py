@@ -76,6 +76,7 @@ class Worker:
         self.pipe_next = False                        # this iteration posts the next one's receives
         self.next_pulls: Dict[int, Transfer] = {}
         self.push_pos: Dict[str, int] = {}
+        self.push_seq = 0
 
     # hooks ------------------------------------------------------------------------------------
     def install(self) -> None:
@@ -166,9 +167,15 @@ class Worker:
         buf = g.detach()
         if not buf.is_contiguous():
             buf = buf.contiguous()
-        # P3: gradients at the position their parameter has in the NEXT iteration's order, so
-        # those needed first then are pushed (and updated, and sent back) first.
-        with self.prio.send(self.push_pos.get(info.name, 0)):
+        # push_order "next" (P3): at the position the parameter has in the NEXT iteration's
+        # order, so those needed first then are pushed first. "produced": in the order the
+        # backward produces them (a rising priority value), so the server can update them back
+        # to back as they come (see PSConfig.push_order).
+        if self.cfg.push_order == "next":
+            p = self.push_pos.get(info.name, 0)
+        else:
+            p, self.push_seq = self.push_seq, self.push_seq + 1
+        with self.prio.send(p):
             work = dist.isend(buf, info.owner, tag=info.push_tag)
         t = Transfer(work, info.owner, f"push of the gradient of {info.name!r}", key=info.index, payload=buf)
         self.pushes[info.index] = t
@@ -212,6 +219,7 @@ class Worker:
         self.pipe_next = self.pipelined and it + 1 < cfg.iters
         self.model.zero_grad(set_to_none=True)
         self.compute, self.stack, self.stall, self.pushes = [], [], 0.0, {}
+        self.push_seq = 0
         st = IterationStats(rank=self.ctx.rank, worker=self.widx, iter=it, warmup=it < cfg.warmup,
                             mode=cfg.mode, policy=self.plan.policy, t0_unix=0.0, expected_order=order)
         self.t0 = t0 = now()
