@@ -22,7 +22,7 @@ import sys
 import time
 
 from . import calibrate, jobs, plot, report, simulate, stats
-from .common import ALL_POLICIES, DEFAULT_MODELS, ROOT, fmt_dur, log, rate_bytes
+from .common import ALL_POLICIES, DDP_POLICIES, DEFAULT_MODELS, ROOT, fmt_dur, log, rate_bytes
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -97,9 +97,15 @@ def parse_args(argv=None) -> argparse.Namespace:
             ap.error("--overhead needs --rounds >= 1 and 0 < --overhead-target < 1")
     if a.rounds is None:
         a.rounds = 1
+    if "ddp" in a.modes:   # data-parallel training: the ddp-family policies only
+        bad = [p for p in a.policies if p not in DDP_POLICIES]
+        if bad:
+            ap.error(f"--modes ddp runs data-parallel rows: --policies must be among {', '.join(DDP_POLICIES)}, "
+                     f"not {', '.join(bad)}")
+        a.modes = list(dict.fromkeys("training" if m == "ddp" else m for m in a.modes))
     for m in a.modes:
         if m not in ("inference", "training"):
-            ap.error(f"--modes: {m!r} is not inference or training")
+            ap.error(f"--modes: {m!r} is not inference, training or ddp")
     for p in a.policies:
         if p not in ALL_POLICIES:
             ap.error(f"--policies: {p!r} is not one of {', '.join(ALL_POLICIES)}")

@@ -9,7 +9,11 @@ from typing import Sequence
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 
-ALL_POLICIES = ("random", "fifo", "layer", "tic", "tac", "gloo", "ddp")
+ALL_POLICIES = ("random", "fifo", "layer", "tic", "tac", "gloo", "ddp",
+                "ddp-gloo", "ddp-tictac", "ordered-layer", "ordered-tic", "ordered-tac")
+# Data-parallel rows (ddp_job.py): DDP over gloo ("ddp" = "ddp-gloo"), DDP over tictac without
+# ordering, tictac.torch.ordered_ddp with a policy.
+DDP_POLICIES = ("ddp", "ddp-gloo", "ddp-tictac", "ordered-layer", "ordered-tic", "ordered-tac")
 PS_POLICIES = ("random", "fifo", "layer", "tic", "tac")    # run as tictac PS jobs with that order
 DEFAULT_MODELS = ("alexnet", "vgg16", "resnet50", "inception_v3")
 MIN_IMAGE = {"inception_v3": 75, "alexnet": 63, "googlenet": 32}

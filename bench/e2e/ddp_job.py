@@ -1,4 +1,5 @@
-"""The ``ddp`` baseline's rank program: DistributedDataParallel over gloo on the workers of an
+"""The data-parallel rows' rank program (``--variant``): DistributedDataParallel over gloo (the
+``ddp`` / ``ddp-gloo`` baseline) or over tictac, or tictac.torch.ordered_ddp, on the workers of an
 emulated cluster (bench/cluster runs it on every host; host 0, the PS host of the PS jobs,
 exits at once, so the same W workers run it). Synthetic data as tictac.torch.train, a local
 SGD step per iteration (momentum 0.9, lr 0.01) in training, forward only in inference.
@@ -35,6 +36,9 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=float, default=300.0)
     p.add_argument("--log-json", required=True)
+    p.add_argument("--variant", default="ddp-gloo",
+                   choices=("ddp-gloo", "ddp-tictac", "ordered-layer", "ordered-tic", "ordered-tac"),
+                   help="DDP over gloo or tictac, or tictac.torch.ordered_ddp with a policy")
     a = p.parse_args(argv)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if rank == 0:
@@ -48,14 +52,25 @@ def main(argv=None) -> int:
     from tictac.torch.train import ModelSpec, SyntheticData
     torch.set_num_threads(a.threads)
     port = int(os.environ.get("MASTER_PORT", "29500")) + 1
-    dist.init_process_group("gloo", init_method=f"tcp://{addrs[1]}:{port}", rank=rank - 1,
+    backend = "gloo" if a.variant == "ddp-gloo" else "tictac"
+    init_method = f"tcp://{addrs[1]}:{port}"
+    if backend == "tictac":
+        import tictac.torch  # noqa: F401  registers the backend
+        from tictac.torch.ps.launch import _listen_towards_rendezvous
+        _listen_towards_rendezvous(init_method)
+    dist.init_process_group(backend, init_method=init_method, rank=rank - 1,
                             world_size=world - 1, timeout=datetime.timedelta(seconds=a.timeout))
     me = rank - 1
     torch.manual_seed(a.seed)
     model = ModelSpec(a.model, a.image_size, a.num_classes)()
     training = a.mode == "training"
-    ddp = DDP(model, broadcast_buffers=False)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if training else None
+    ordered = a.variant.startswith("ordered-") and training
+    if ordered:
+        import tictac.torch
+        ddp = tictac.torch.ordered_ddp(model, opt, policy=a.variant[len("ordered-"):])
+    else:
+        ddp = DDP(model, broadcast_buffers=False)
     data = SyntheticData(a.batch, a.image_size, a.num_classes, a.seed)
     recs = []
     for it in range(a.iters):
@@ -76,8 +91,14 @@ def main(argv=None) -> int:
             comp = [["forward", 0.0, ms(time.perf_counter())]]
         t1 = time.perf_counter()
         recs.append({"rank": rank, "worker": me, "iter": it, "warmup": it < a.warmup, "iter_ms": ms(t1),
-                     "mode": a.mode, "policy": "ddp", "compute": comp, "pulls": [], "pushes": []})
-        dist.barrier()      # iterations aligned across workers, as the PS jobs' are by the pulls
+                     "mode": a.mode, "policy": a.variant, "compute": comp, "pulls": [], "pushes": []})
+        if not ordered:
+            # Iterations aligned across workers, as the PS jobs' are by the pulls. Not for
+            # ordered_ddp: a barrier queues behind the iteration's all-reduces and would remove
+            # exactly the overlap it exists for (its all-reduces keep the workers in step).
+            dist.barrier()
+    if ordered:
+        ddp.synchronize()
     everyone = [None] * (world - 1)
     dist.all_gather_object(everyone, recs)
     if me == 0:

@@ -5,7 +5,8 @@ mode, policy) from all its rounds' measured iterations.
 Policies: random, fifo, layer, tic, tac are tictac PS jobs (``python -m tictac.torch.train
 --backend tictac --policy P``); ``gloo`` is the same PS training over torch's stock gloo
 backend (policy fifo: the issue order, which gloo does not enforce); ``ddp`` is
-DistributedDataParallel over gloo on the same workers (ddp_job.py). ``--compute emulated``
+DistributedDataParallel over gloo on the same workers (ddp_job.py; ``ddp-gloo`` is the same,
+``ddp-tictac`` DDP over the tictac backend, ``ordered-<policy>`` tictac.torch.ordered_ddp). ``--compute emulated``
 runs the model ``bench.e2e.emulate:build`` with TICTAC_EMU_PROFILE / TICTAC_EMU_SCALE.
 """
 
@@ -20,7 +21,7 @@ import time
 from typing import Any, Dict, List, Optional, Tuple
 
 from .analyse import analyse, one_iteration_trace
-from .common import PS_POLICIES, fmt_dur, log, rate_str
+from .common import DDP_POLICIES, PS_POLICIES, fmt_dur, log, rate_str
 
 ROW_KEYS = ("throughput", "iter_ms_median", "iter_ms_p95", "iter_ms_mean", "iter_ms_var", "straggler_spread_ms",
             "straggler_spread_median_ms", "straggler_max_over_mean", "efficiency", "efficiency_train_py",
@@ -32,8 +33,8 @@ def job_command(s: Dict[str, Any], pol: str, a: argparse.Namespace, files: Dict[
     common = ["--model", model, "--mode", s["mode"], "--iters", str(a.iters + a.warmup), "--warmup", str(a.warmup),
               "--batch", str(s["batch"]), "--image-size", str(s["image"]), "--num-classes", str(a.num_classes),
               "--threads", str(a.threads), "--seed", str(a.seed), "--log-json", files["jsonl"]]
-    if pol == "ddp":
-        return [sys.executable, "-m", "bench.e2e.ddp_job", *common]
+    if pol in DDP_POLICIES:
+        return [sys.executable, "-m", "bench.e2e.ddp_job", *common, "--variant", "ddp-gloo" if pol == "ddp" else pol]
     backend, policy = ("gloo", "fifo") if pol == "gloo" else ("tictac", pol)
     return [sys.executable, "-m", "tictac.torch.train", *common, "--policy", policy, "--num-ps", str(a.ps),
             "--backend", backend, "--trace", files["trace"], "--summary-json", files["summary"], "--quiet"]
@@ -44,7 +45,7 @@ def job_env(cluster, s: Dict[str, Any], pol: str, pythonpath: str) -> Dict[str, 
     if s.get("compute") == "emulated":
         env["TICTAC_EMU_PROFILE"] = s["emu_profile"]
         env["TICTAC_EMU_SCALE"] = repr(s.get("emu_scale") or 1.0)
-    if pol in ("gloo", "ddp"):       # gloo picks its interface from the hostname otherwise
+    if pol in ("gloo", "ddp", "ddp-gloo"):       # gloo picks its interface from the hostname otherwise
         env["GLOO_SOCKET_IFNAME"] = "eth0" if cluster.mode == "netns" else "lo"
     return env
 
@@ -108,7 +109,7 @@ def make_row(s, pol, a, out, net_mode, jobs: List[Dict[str, Any]]) -> Tuple[Dict
         with open(ok[0]["summary"], encoding="utf-8") as f:
             row["policy_used"] = json.load(f)["plan"]["policy"]
     except (OSError, ValueError, KeyError):
-        row["policy_used"] = "ddp" if pol == "ddp" else ""
+        row["policy_used"] = pol if pol in DDP_POLICIES else ""
     rep = ok[min(d["rep_round"], len(ok) - 1)]
     row["jsonl"], row["trace_full"] = rep["jsonl"], rep["trace"]
     cut = os.path.join(out, "traces", f"{rep['tag']}.iter{d['rep_iter']}.json")

@@ -9,7 +9,8 @@ from typing import Any, Dict, List, Tuple
 
 from .common import ALL_POLICIES
 
-COLORS = dict(zip(ALL_POLICIES, ["#999999", "#1f77b4", "#2ca02c", "#ff7f0e", "#d62728", "#8c564b", "#e377c2"]))
+COLORS = dict(zip(ALL_POLICIES, ["#999999", "#1f77b4", "#2ca02c", "#ff7f0e", "#d62728", "#8c564b", "#e377c2",
+                                 "#e377c2", "#7f7f7f", "#bcbd22", "#17becf", "#9467bd"]))
 
 
 def make_plots(rows: List[Dict[str, Any]], details: Dict[Tuple[str, str, str], Dict[str, Any]],

@@ -64,6 +64,8 @@ def add_speedups(rows: List[dict], details: Dict[Tuple[str, str, str], dict]) ->
             continue
         for base, col in (("random", "speedup_vs_random"), ("gloo", "speedup_vs_gloo"), ("ddp", "speedup_vs_ddp")):
             bd = details.get((r["model"], r["mode"], base))
+            if bd is None and base == "ddp":   # the data-parallel rows' baseline: DDP over gloo
+                bd = details.get((r["model"], r["mode"], "ddp-gloo"))
             if bd is None:
                 continue
             s, lo, hi = ratio_ci(bd["iter_ms"], bd["iter_round"], d["iter_ms"], d["iter_round"])
