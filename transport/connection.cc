@@ -106,25 +106,71 @@ void Connection::send(Request* req) {
     sent_log_floor_ = sent_log_.front().first;
     sent_log_.pop_front();
   }
-  Header a;
-  a.type = FrameType::announce;
   if (claim && total <= claim->second) {  // the receive is posted: no READY round trip
     m.eager = true;
-    a.flags = wire::kFlagClaimed;
-    a.offset = claim->first;
+    m.flags = wire::kFlagClaimed;
+    m.claim = claim->first;
   } else if (total <= send_credit_) {
     m.eager = true;
     send_credit_ -= total;
-    a.flags = wire::kFlagEager;
+    m.flags = wire::kFlagEager;
   }
-  a.tag = req->tag();
-  a.msg_id = msg_id;
-  a.total = total;
-  a.priority = req->priority();
+  if (m.eager && total > 0 && total <= config_.chunk_bytes && total <= wire::kMaxChunkBytes) {
+    // One frame: the ANNOUNCE waits in the message's priority lane and carries the data.
+    m.inline_pending = true;
+    out_.emplace(msg_id, m);
+    inline_pending_.insert(msg_id);
+    queue_.push(id_, msg_id, req->priority(), total);
+    host_.schedule_pump(queue_);
+    return;
+  }
   m.control_id = next_control_id_;
-  out_.emplace(msg_id, m);
-  push_control(a, {}, total == 0 ? msg_id : 0);
+  auto it = out_.emplace(msg_id, m).first;
+  push_control(announce_header(msg_id, it->second), {}, total == 0 ? msg_id : 0);
   if (m.eager && total > 0) queue_.push(id_, msg_id, req->priority(), total);
+}
+
+Header Connection::announce_header(std::uint64_t msg_id, const OutMsg& m) const {
+  Header a;
+  a.type = FrameType::announce;
+  a.flags = m.flags;
+  a.offset = m.flags == wire::kFlagClaimed ? m.claim : 0;
+  a.tag = m.req->tag();
+  a.msg_id = msg_id;
+  a.total = m.req->length();
+  a.priority = m.req->priority();
+  return a;
+}
+
+bool Connection::announce_pending_before(std::uint64_t msg_id) {
+  while (!inline_pending_.empty() && *inline_pending_.begin() < msg_id) {
+    const std::uint64_t id = *inline_pending_.begin();
+    inline_pending_.erase(inline_pending_.begin());
+    OutMsg& m = out_.at(id);
+    m.inline_pending = false;
+    m.announced = true;
+    Sent s;
+    s.control = true;  // control_id 0: nothing to release when it is sent
+    if (!post_frame(announce_header(id, m), nullptr, s)) return false;
+  }
+  return true;
+}
+
+bool Connection::post_frame(Header h, const std::byte* payload, const Sent& s) {
+  if (credit_owed_ > 0 && h.type != FrameType::reject && h.type != FrameType::credit &&
+      h.type != FrameType::auth && h.type != FrameType::hello) {
+    const std::uint64_t n = std::min<std::uint64_t>(credit_owed_, UINT32_MAX);
+    h.flags |= wire::kFlagCredit;
+    h.aux = static_cast<std::uint32_t>(n);
+    credit_owed_ -= n;
+  }
+  const std::uint64_t cookie = next_cookie_++;
+  sent_.emplace(cookie, s);
+  last_tx_ = Clock::now();
+  Status st = endpoint_->post(h, payload, cookie);
+  if (st.ok()) return true;
+  fail(peer_status(StatusCode::connection_lost, "cannot send: " + st.to_string()));
+  return false;
 }
 
 void Connection::post_chunk(const Chunk& chunk) {
@@ -141,6 +187,7 @@ void Connection::post_chunk(const Chunk& chunk) {
     s.control = true;
     s.control_id = chunk.message;
     if (h.type == FrameType::announce) {
+      if (!announce_pending_before(h.msg_id)) return;
       auto o = out_.find(h.msg_id);
       if (o != out_.end()) {
         o->second.announced = true;
@@ -150,24 +197,33 @@ void Connection::post_chunk(const Chunk& chunk) {
   } else {
     auto it = out_.find(chunk.message);
     TICTAC_CHECK(it != out_.end(), "data chunk of unknown message " << chunk.message);
-    OutMsg& m = it->second;
-    h.type = FrameType::data;
-    h.tag = m.req->tag();
-    h.msg_id = chunk.message;
-    h.offset = chunk.offset;
-    h.total = m.req->length();
-    h.priority = m.req->priority();
-    h.length = static_cast<std::uint32_t>(chunk.length);
+    if (it->second.inline_pending) {
+      if (!announce_pending_before(chunk.message)) return;
+      OutMsg& m = out_.at(chunk.message);
+      TICTAC_CHECK(chunk.offset == 0 && chunk.last, "inline message " << chunk.message << " cut in chunks");
+      inline_pending_.erase(chunk.message);
+      m.inline_pending = false;
+      m.announced = true;
+      h = announce_header(chunk.message, m);
+      h.flags |= wire::kFlagInline;
+      h.length = static_cast<std::uint32_t>(chunk.length);
+    } else {
+      const OutMsg& m = it->second;
+      h.type = FrameType::data;
+      h.tag = m.req->tag();
+      h.msg_id = chunk.message;
+      h.offset = chunk.offset;
+      h.total = m.req->length();
+      h.priority = m.req->priority();
+      h.length = static_cast<std::uint32_t>(chunk.length);
+    }
+    OutMsg& m = out_.at(chunk.message);
     payload = m.req->data() + chunk.offset;
     ++m.chunks_out;
     if (chunk.last) m.all_popped = true;
     if (m.req->state() == RequestState::queued) m.req->set_state(RequestState::posted);
   }
-  const std::uint64_t cookie = next_cookie_++;
-  sent_.emplace(cookie, s);
-  last_tx_ = Clock::now();
-  Status st = endpoint_->post(h, payload, cookie);
-  if (!st.ok()) fail(peer_status(StatusCode::connection_lost, "cannot send: " + st.to_string()));
+  (void)post_frame(h, payload, s);
 }
 
 void Connection::on_sent(std::uint64_t cookie) {
@@ -219,12 +275,14 @@ bool Connection::cancel(Request* req) {
       // counts every message id and tag for its adverts, so none may silently disappear. (The
       // receiver returns an aborted eager message's credit.)
       (void)queue_.remove(id_, id);
+      if (m.inline_pending && !announce_pending_before(id + 1)) return true;  // announced now
       Header a;
       a.type = FrameType::abort;
       a.msg_id = id;
       push_control(a);
-      m.cancelling = true;
-      if (m.chunks_out == 0) finish_out(id, Status(StatusCode::cancelled, "send cancelled"));
+      OutMsg& mm = out_.at(id);
+      mm.cancelling = true;
+      if (mm.chunks_out == 0) finish_out(id, Status(StatusCode::cancelled, "send cancelled"));
       return true;
     }
     return false;
@@ -269,6 +327,12 @@ Status Connection::validate_handshake(const Header& h) {
 
 Status Connection::validate(const Header& h) {
   if (state_ == State::handshaking) return validate_handshake(h);
+  if ((h.flags & wire::kFlagCredit) != 0 && send_credit_ + h.aux > peer_.eager_bytes) {
+    return peer_status(StatusCode::protocol_error, std::string(wire::to_string(h.type)) + " returns " +
+                                                       std::to_string(h.aux) +
+                                                       " bytes of credit, more than the pool it advertised");
+  }
+  const std::uint8_t kind = h.flags & static_cast<std::uint8_t>(~(wire::kFlagCredit | wire::kFlagInline));
   switch (h.type) {
     case FrameType::auth:
       return peer_status(StatusCode::protocol_error, "AUTH frame after the handshake");
@@ -280,8 +344,8 @@ Status Connection::validate(const Header& h) {
                            "ANNOUNCE of message " + std::to_string(h.msg_id) +
                                " is not newer than message " + std::to_string(last_in_msg_id_));
       }
-      if (h.flags == wire::kFlagClaimed) return validate_claim(h);
-      if ((h.flags & wire::kFlagEager) != 0 && h.total > config_.eager_bytes - eager_in_use_) {
+      if (kind == wire::kFlagClaimed) return validate_claim(h);
+      if (kind == wire::kFlagEager && h.total > config_.eager_bytes - eager_in_use_) {
         return peer_status(StatusCode::protocol_error,
                            "eager message of " + std::to_string(h.total) + " bytes exceeds the " +
                                std::to_string(config_.eager_bytes - eager_in_use_) +
@@ -367,21 +431,27 @@ Result<Destination> Connection::on_header(const Header& h) {
   }
   Status st = validate(h);
   if (!st.ok()) return st;
+  if ((h.flags & wire::kFlagCredit) != 0) send_credit_ += h.aux;
+  if (h.type == FrameType::announce && (h.flags & wire::kFlagInline) != 0) {
+    st = accept_announce(h);  // matched now: the payload lands like an eager DATA frame
+    if (!st.ok()) return st;
+  }
   if (h.type == FrameType::auth) {
     auth_body_.resize(h.length);
     d.data = auth_body_.data();
   } else if (h.type == FrameType::hello) {
     hello_body_.resize(h.length);
     d.data = hello_body_.data();
-  } else if (h.type == FrameType::data && h.length > 0) {
+  } else if ((h.type == FrameType::data || h.type == FrameType::announce) && h.length > 0) {
     InMsg& m = in_.at(h.msg_id);
+    const std::uint64_t at = h.type == FrameType::data ? h.offset : 0;  // inline: offset = claim
     if (m.discard) {
       d.discard = true;
     } else if (m.recv != nullptr) {
-      d.data = m.recv->data() + h.offset;
+      d.data = m.recv->data() + at;
       m.frame_in_progress = true;
     } else {
-      d.data = m.pool.get() + h.offset;
+      d.data = m.pool.get() + at;
       m.frame_in_progress = true;
     }
   }
@@ -394,7 +464,13 @@ void Connection::on_frame(const Header& h) {
   switch (h.type) {
     case FrameType::auth: handle_auth(); break;
     case FrameType::hello: handle_hello(); break;
-    case FrameType::announce: handle_announce(h); break;
+    case FrameType::announce:
+      if ((h.flags & wire::kFlagInline) != 0) {
+        handle_data(h);  // accepted in on_header; this is its payload
+      } else {
+        handle_announce(h);
+      }
+      break;
     case FrameType::data: handle_data(h); break;
     case FrameType::ready: handle_ready(h); break;
     case FrameType::reject: handle_reject(h); break;
@@ -464,30 +540,36 @@ void Connection::handle_hello() {
 }
 
 void Connection::handle_announce(const Header& h) {
+  Status st = accept_announce(h);
+  if (!st.ok()) fail(st);
+}
+
+Status Connection::accept_announce(const Header& h) {
   last_in_msg_id_ = h.msg_id;
   count_announce(h.tag);
+  const std::uint8_t kind = h.flags & static_cast<std::uint8_t>(~(wire::kFlagCredit | wire::kFlagInline));
   InMsg m;
   m.tag = h.tag;
   m.total = h.total;
   m.priority = h.priority;
-  m.eager = h.flags != 0;  // eager or claimed: the data follows without READY
-  m.credit = h.flags == wire::kFlagEager ? h.total : 0;
+  m.eager = kind != 0;  // eager or claimed: the data follows without READY
+  m.credit = kind == wire::kFlagEager ? h.total : 0;
   eager_in_use_ += m.credit;
   auto [it, inserted] = in_.emplace(h.msg_id, std::move(m));
   TICTAC_CHECK(inserted, "message id reused after validation");
   Request* req = host_.match_message(*this, h.tag, h.msg_id);
   if (req == nullptr && host_.unexpected_count(*this) > config_.max_unexpected) {
-    fail(peer_status(StatusCode::protocol_error,
-                     "more than " + std::to_string(config_.max_unexpected) +
-                         " announced messages wait for a receive (TICTAC_MAX_UNEXPECTED): post "
-                         "receives sooner or raise the limit"));
-    return;
+    return peer_status(StatusCode::protocol_error,
+                       "more than " + std::to_string(config_.max_unexpected) +
+                           " announced messages wait for a receive (TICTAC_MAX_UNEXPECTED): post "
+                           "receives sooner or raise the limit");
   }
   if (req != nullptr) {
     bind_in(h.msg_id, it->second, req);
   } else if (it->second.eager && it->second.total > 0) {
     it->second.pool = std::make_unique<std::byte[]>(it->second.total);
   }
+  return Status::Ok();
 }
 
 void Connection::bind(std::uint64_t msg_id, Request* req) {
@@ -578,9 +660,17 @@ void Connection::settle_in(std::uint64_t msg_id) {
 void Connection::return_credit(std::uint64_t bytes) {
   eager_in_use_ -= bytes;
   if (bytes == 0 || state_ == State::failed) return;
+  credit_owed_ += bytes;
+  // Batched: the next frame to the peer carries it (post_frame); a CREDIT frame of its own only
+  // once half the pool is owed (or at the watchdog), so the sender never runs low.
+  if (credit_owed_ >= std::max<std::uint64_t>(1, config_.eager_bytes / 2)) flush_credit();
+}
+
+void Connection::flush_credit() {
+  if (credit_owed_ == 0 || state_ != State::established) return;
   Header c;
   c.type = FrameType::credit;
-  c.total = bytes;
+  c.total = std::exchange(credit_owed_, 0);
   push_control(c);
 }
 
@@ -725,6 +815,7 @@ void Connection::watchdog(Clock::time_point now) {
                          " ms (TICTAC_TIMEOUT): it hung, was stopped, or the network is down"));
     return;
   }
+  flush_credit();  // what no frame took along since the last watchdog round
   if (now - last_tx_ > config_.timeout / 4) {
     Header hb;
     hb.type = FrameType::heartbeat;
@@ -756,6 +847,8 @@ void Connection::fail(const Status& status) {
   queue_.remove_peer(id_);
   control_.clear();
   sent_.clear();
+  inline_pending_.clear();
+  credit_owed_ = 0;
   std::vector<Request*> reqs;
   for (auto& [msg_id, m] : out_) reqs.push_back(m.req);
   for (auto& [msg_id, m] : in_) {
