@@ -115,9 +115,18 @@ void Connection::send(Request* req) {
     send_credit_ -= total;
     m.flags = wire::kFlagEager;
   }
-  if (m.eager && total > 0 && total <= config_.chunk_bytes && total <= wire::kMaxChunkBytes) {
+  const bool one_chunk = m.eager && total > 0 && total <= config_.chunk_bytes && total <= wire::kMaxChunkBytes;
+  // ANNOUNCEs must reach the peer in id order. Inline-pending sends leave in id order as long as
+  // none is more urgent than an older one (strict levels, FIFO within a level); a send that is
+  // more urgent, or that is announced on the control lane (which goes first), has every older
+  // inline-pending send announced on the control lane first.
+  if (!inline_pending_.empty() && (!one_chunk || req->priority() < last_inline_priority_)) {
+    announce_pending_upto(msg_id - 1);
+  }
+  if (one_chunk) {
     // One frame: the ANNOUNCE waits in the message's priority lane and carries the data.
     m.inline_pending = true;
+    last_inline_priority_ = req->priority();
     out_.emplace(msg_id, m);
     inline_pending_.insert(msg_id);
     queue_.push(id_, msg_id, req->priority(), total);
@@ -142,21 +151,18 @@ Header Connection::announce_header(std::uint64_t msg_id, const OutMsg& m) const 
   return a;
 }
 
-bool Connection::announce_pending_before(std::uint64_t msg_id) {
-  while (!inline_pending_.empty() && *inline_pending_.begin() < msg_id) {
+void Connection::announce_pending_upto(std::uint64_t msg_id) {
+  while (!inline_pending_.empty() && *inline_pending_.begin() <= msg_id) {
     const std::uint64_t id = *inline_pending_.begin();
     inline_pending_.erase(inline_pending_.begin());
     OutMsg& m = out_.at(id);
     m.inline_pending = false;
-    m.announced = true;
-    Sent s;
-    s.control = true;  // control_id 0: nothing to release when it is sent
-    if (!post_frame(announce_header(id, m), nullptr, s)) return false;
+    m.control_id = next_control_id_;
+    push_control(announce_header(id, m));  // its data follows as a plain DATA frame
   }
-  return true;
 }
 
-bool Connection::post_frame(Header h, const std::byte* payload, const Sent& s) {
+void Connection::post_frame(Header h, const std::byte* payload, const Sent& s) {
   if (credit_owed_ > 0 && h.type != FrameType::reject && h.type != FrameType::credit &&
       h.type != FrameType::auth && h.type != FrameType::hello) {
     const std::uint64_t n = std::min<std::uint64_t>(credit_owed_, UINT32_MAX);
@@ -168,9 +174,7 @@ bool Connection::post_frame(Header h, const std::byte* payload, const Sent& s) {
   sent_.emplace(cookie, s);
   last_tx_ = Clock::now();
   Status st = endpoint_->post(h, payload, cookie);
-  if (st.ok()) return true;
-  fail(peer_status(StatusCode::connection_lost, "cannot send: " + st.to_string()));
-  return false;
+  if (!st.ok()) fail(peer_status(StatusCode::connection_lost, "cannot send: " + st.to_string()));
 }
 
 void Connection::post_chunk(const Chunk& chunk) {
@@ -187,7 +191,6 @@ void Connection::post_chunk(const Chunk& chunk) {
     s.control = true;
     s.control_id = chunk.message;
     if (h.type == FrameType::announce) {
-      if (!announce_pending_before(h.msg_id)) return;
       auto o = out_.find(h.msg_id);
       if (o != out_.end()) {
         o->second.announced = true;
@@ -198,9 +201,11 @@ void Connection::post_chunk(const Chunk& chunk) {
     auto it = out_.find(chunk.message);
     TICTAC_CHECK(it != out_.end(), "data chunk of unknown message " << chunk.message);
     if (it->second.inline_pending) {
-      if (!announce_pending_before(chunk.message)) return;
-      OutMsg& m = out_.at(chunk.message);
+      OutMsg& m = it->second;
       TICTAC_CHECK(chunk.offset == 0 && chunk.last, "inline message " << chunk.message << " cut in chunks");
+      TICTAC_CHECK(*inline_pending_.begin() == chunk.message,
+                   "inline message " << chunk.message << " left before the older inline message "
+                                     << *inline_pending_.begin());
       inline_pending_.erase(chunk.message);
       m.inline_pending = false;
       m.announced = true;
@@ -223,7 +228,7 @@ void Connection::post_chunk(const Chunk& chunk) {
     if (chunk.last) m.all_popped = true;
     if (m.req->state() == RequestState::queued) m.req->set_state(RequestState::posted);
   }
-  (void)post_frame(h, payload, s);
+  post_frame(h, payload, s);
 }
 
 void Connection::on_sent(std::uint64_t cookie) {
@@ -275,14 +280,13 @@ bool Connection::cancel(Request* req) {
       // counts every message id and tag for its adverts, so none may silently disappear. (The
       // receiver returns an aborted eager message's credit.)
       (void)queue_.remove(id_, id);
-      if (m.inline_pending && !announce_pending_before(id + 1)) return true;  // announced now
+      if (m.inline_pending) announce_pending_upto(id);  // announced now (then aborted)
       Header a;
       a.type = FrameType::abort;
       a.msg_id = id;
       push_control(a);
-      OutMsg& mm = out_.at(id);
-      mm.cancelling = true;
-      if (mm.chunks_out == 0) finish_out(id, Status(StatusCode::cancelled, "send cancelled"));
+      m.cancelling = true;
+      if (m.chunks_out == 0) finish_out(id, Status(StatusCode::cancelled, "send cancelled"));
       return true;
     }
     return false;

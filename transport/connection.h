@@ -16,9 +16,11 @@
 // reached the sender simply lapses.
 // One frame per small message: an eager or claimed message that fits one chunk is not announced
 // on the control lane; its ANNOUNCE (kFlagInline) carries the data and waits in the SendQueue in
-// the message's priority lane. ANNOUNCEs still reach the receiver in message-id order: before
-// any ANNOUNCE of message n leaves, every inline-pending message below n is announced on its own
-// (its data then follows as a plain DATA frame). Credit is returned in batches (a CREDIT frame
+// the message's priority lane. ANNOUNCEs still reach the receiver in message-id order: pending
+// inline sends never get more urgent with a higher id (so the SendQueue pops them in id order);
+// a send that would break that, or one announced on the control lane (which goes first), first
+// moves every older inline-pending send's ANNOUNCE to the control lane (its data then follows as
+// a plain DATA frame). A cancelled inline-pending send is announced that way, then aborted. Credit is returned in batches (a CREDIT frame
 // once half the pool is free again, or at the watchdog) and piggybacked on any other frame going
 // to the peer (kFlagCredit + aux).
 // plus REJECT (receive buffer too small), ABORT (sender cancelled), HEARTBEAT (liveness) and the
@@ -157,12 +159,12 @@ class Connection final : public EndpointSink {
     Chunk chunk;
   };
 
-  // Hands one frame to the endpoint (piggybacking pending credit); false when that failed the
-  // connection.
-  bool post_frame(wire::Header h, const std::byte* payload, const Sent& s);
-  // Announces (standalone ANNOUNCE frames, in id order) every inline-pending message with an id
-  // below `msg_id`; false when that failed the connection.
-  bool announce_pending_before(std::uint64_t msg_id);
+  // Hands one frame to the endpoint, piggybacking the credit owed (kFlagCredit); a refusal fails
+  // the connection.
+  void post_frame(wire::Header h, const std::byte* payload, const Sent& s);
+  // Every inline-pending send with an id up to `msg_id` is announced on the control lane instead
+  // (in id order); its data then follows as a plain DATA frame.
+  void announce_pending_upto(std::uint64_t msg_id);
   wire::Header announce_header(std::uint64_t msg_id, const OutMsg& m) const;
   // Receiver: records an ANNOUNCE and matches it; an error status fails the connection.
   Status accept_announce(const wire::Header& h);
@@ -223,6 +225,7 @@ class Connection final : public EndpointSink {
   std::uint64_t eager_in_use_ = 0;  // of our pool for this peer
   std::uint64_t credit_owed_ = 0;   // pool bytes freed and not yet returned to the peer
   std::set<std::uint64_t> inline_pending_;  // sends whose ANNOUNCE travels with the data
+  Priority last_inline_priority_ = 0;       // of the newest one (valid while any is pending)
   std::unordered_map<std::uint64_t, OutMsg> out_;
   std::unordered_map<std::uint64_t, InMsg> in_;
   std::unordered_map<std::uint64_t, ControlFrame> control_;
