@@ -38,45 +38,6 @@ Status Connection::peer_status(StatusCode code, const std::string& what) const {
   return Status(code, describe() + ": " + what, "peer " + (peer_.name.empty() ? endpoint_desc_ : peer_.name));
 }
 
-void Connection::start(const std::optional<std::string>& auth_token) {
-  endpoint_->start(this);
-  auth::HandshakeConfig hc;
-  hc.role = initiator_ ? auth::Role::initiator : auth::Role::acceptor;
-  hc.token = auth_token;
-  hc.protocol_version = wire::kVersion;
-  hc.peer = endpoint_desc_;
-  Result<auth::Handshake> hs = auth::Handshake::start(std::move(hc));
-  if (!hs.ok()) {
-    fail(peer_status(hs.status().code(), "cannot start the handshake: " + hs.status().message()));
-    return;
-  }
-  auth_.emplace(std::move(hs).value());
-  (void)send_auth_output();  // the initiator's hello; the acceptor waits for it
-}
-
-std::uint64_t Connection::send_auth_output() {
-  const auth::Bytes out = auth_->take_output();
-  if (out.empty()) return 0;
-  TICTAC_CHECK(out.size() <= wire::kMaxAuthBytes, "handshake output of " << out.size() << " bytes");
-  Header h;
-  h.version = wire::kHandshakeFrameVersion;
-  h.type = FrameType::auth;
-  h.length = static_cast<std::uint32_t>(out.size());
-  std::vector<std::byte> payload(out.size());
-  std::memcpy(payload.data(), out.data(), out.size());
-  const std::uint64_t cid = next_control_id_;
-  push_control(h, std::move(payload));
-  return cid;
-}
-
-void Connection::send_hello() {
-  Header h;
-  h.type = FrameType::hello;
-  std::vector<std::byte> body = encode_hello(local_);
-  h.length = static_cast<std::uint32_t>(body.size());
-  push_control(h, std::move(body));
-}
-
 void Connection::push_control(Header h, std::vector<std::byte> payload, std::uint64_t completes_msg) {
   const std::uint64_t cid = next_control_id_++;
   control_.emplace(cid, ControlFrame{h, std::move(payload), completes_msg});
@@ -115,7 +76,7 @@ void Connection::send(Request* req) {
     send_credit_ -= total;
     m.flags = wire::kFlagEager;
   }
-  const bool one_chunk = m.eager && total > 0 && total <= config_.chunk_bytes && total <= wire::kMaxChunkBytes;
+  const bool one_chunk = config_.inline_small && m.eager && total > 0 && total <= config_.chunk_bytes && total <= wire::kMaxChunkBytes;
   // ANNOUNCEs must reach the peer in id order. Inline-pending sends leave in id order as long as
   // none is more urgent than an older one (strict levels, FIFO within a level); a send that is
   // more urgent, or that is announced on the control lane (which goes first), has every older
@@ -314,118 +275,6 @@ bool Connection::cancel(Request* req) {
 // ---------------------------------------------------------------------------------------------
 // Receiving
 
-Status Connection::validate_handshake(const Header& h) {
-  const bool auth_done = auth_ && auth_->done();
-  if (h.type == FrameType::auth) {
-    if (!auth_done) return Status::Ok();
-    return peer_status(StatusCode::protocol_error, "AUTH frame after the authentication handshake finished");
-  }
-  if (h.type == FrameType::hello) {
-    if (auth_done) return Status::Ok();
-    return peer_status(StatusCode::protocol_error, "HELLO before the authentication handshake finished");
-  }
-  return peer_status(StatusCode::protocol_error,
-                     (auth_done ? std::string("expected HELLO, got ") : std::string("expected AUTH first, got ")) +
-                         std::string(wire::to_string(h.type)) + " during the handshake");
-}
-
-Status Connection::validate(const Header& h) {
-  if (state_ == State::handshaking) return validate_handshake(h);
-  if ((h.flags & wire::kFlagCredit) != 0 && send_credit_ + h.aux > peer_.eager_bytes) {
-    return peer_status(StatusCode::protocol_error, std::string(wire::to_string(h.type)) + " returns " +
-                                                       std::to_string(h.aux) +
-                                                       " bytes of credit, more than the pool it advertised");
-  }
-  const std::uint8_t kind = h.flags & static_cast<std::uint8_t>(~(wire::kFlagCredit | wire::kFlagInline));
-  switch (h.type) {
-    case FrameType::auth:
-      return peer_status(StatusCode::protocol_error, "AUTH frame after the handshake");
-    case FrameType::hello:
-      return peer_status(StatusCode::protocol_error, "second HELLO");
-    case FrameType::announce:
-      if (h.msg_id <= last_in_msg_id_) {
-        return peer_status(StatusCode::protocol_error,
-                           "ANNOUNCE of message " + std::to_string(h.msg_id) +
-                               " is not newer than message " + std::to_string(last_in_msg_id_));
-      }
-      if (kind == wire::kFlagClaimed) return validate_claim(h);
-      if (kind == wire::kFlagEager && h.total > config_.eager_bytes - eager_in_use_) {
-        return peer_status(StatusCode::protocol_error,
-                           "eager message of " + std::to_string(h.total) + " bytes exceeds the " +
-                               std::to_string(config_.eager_bytes - eager_in_use_) +
-                               " bytes of credit it was given");
-      }
-      return Status::Ok();
-    case FrameType::data: {
-      auto it = in_.find(h.msg_id);
-      if (it == in_.end()) {
-        return peer_status(StatusCode::protocol_error,
-                           "DATA for unknown message " + std::to_string(h.msg_id));
-      }
-      const InMsg& m = it->second;
-      if (!m.eager && m.recv == nullptr && !m.discard) {
-        return peer_status(StatusCode::protocol_error,
-                           "DATA for message " + std::to_string(h.msg_id) + " before READY");
-      }
-      if (h.total != m.total || h.tag != m.tag) {
-        return peer_status(StatusCode::protocol_error,
-                           "DATA for message " + std::to_string(h.msg_id) +
-                               " disagrees with its ANNOUNCE (tag/total)");
-      }
-      const std::uint64_t posted = m.recv != nullptr ? m.recv->length() : m.total;
-      Status fits = wire::check_data_fits(h, m.received, posted);
-      if (!fits.ok()) return peer_status(StatusCode::protocol_error, fits.message());
-      return Status::Ok();
-    }
-    case FrameType::ready:
-    case FrameType::reject: {
-      auto it = out_.find(h.msg_id);
-      if (it == out_.end()) {
-        if (h.msg_id != 0 && h.msg_id < next_msg_id_) return Status::Ok();  // cancelled meanwhile
-        return peer_status(StatusCode::protocol_error, std::string(wire::to_string(h.type)) +
-                                                           " for unknown message " + std::to_string(h.msg_id));
-      }
-      if (it->second.eager) {
-        return peer_status(StatusCode::protocol_error, std::string(wire::to_string(h.type)) +
-                                                           " for eager message " + std::to_string(h.msg_id));
-      }
-      return Status::Ok();
-    }
-    case FrameType::credit:
-      if (send_credit_ + h.total > peer_.eager_bytes) {
-        return peer_status(StatusCode::protocol_error,
-                           "CREDIT of " + std::to_string(h.total) + " bytes exceeds the pool it advertised");
-      }
-      return Status::Ok();
-    case FrameType::abort:
-      if (h.msg_id == 0 || h.msg_id > last_in_msg_id_) {
-        return peer_status(StatusCode::protocol_error,
-                           "ABORT for message " + std::to_string(h.msg_id) + " that was never announced");
-      }
-      return Status::Ok();
-    case FrameType::heartbeat:
-      return Status::Ok();
-    case FrameType::advert:
-      if (h.msg_id <= last_advert_in_) {
-        return peer_status(StatusCode::protocol_error, "ADVERT " + std::to_string(h.msg_id) +
-                                                           " is not newer than ADVERT " +
-                                                           std::to_string(last_advert_in_));
-      }
-      if (h.offset >= next_msg_id_) {
-        return peer_status(StatusCode::protocol_error,
-                           "ADVERT says the peer saw message " + std::to_string(h.offset) +
-                               ", which was never sent");
-      }
-      if (adverts_in_count_ >= wire::kMaxAdvertsOutstanding) {
-        return peer_status(StatusCode::protocol_error,
-                           "more than " + std::to_string(wire::kMaxAdvertsOutstanding) +
-                               " outstanding ADVERTs from the peer");
-      }
-      return Status::Ok();
-  }
-  return peer_status(StatusCode::protocol_error, "unhandled frame type");
-}
-
 Result<Destination> Connection::on_header(const Header& h) {
   last_rx_ = Clock::now();
   Destination d;
@@ -483,64 +332,6 @@ void Connection::on_frame(const Header& h) {
     case FrameType::heartbeat: break;
     case FrameType::advert: handle_advert(h); break;
   }
-}
-
-void Connection::handle_auth() {
-  const std::vector<std::byte> body = std::exchange(auth_body_, {});
-  const std::span<const std::uint8_t> bytes(reinterpret_cast<const std::uint8_t*>(body.data()), body.size());
-  Result<std::size_t> used = auth_->feed(bytes);
-  if (!used.ok()) {
-    refuse();
-    return;
-  }
-  if (*used != bytes.size()) {  // done, yet the frame goes on: the peer does not follow the protocol
-    fail(peer_status(StatusCode::protocol_error,
-                     "AUTH frame carries " + std::to_string(bytes.size() - *used) +
-                         " bytes after the end of the authentication handshake"));
-    return;
-  }
-  (void)send_auth_output();
-  if (auth_->done()) send_hello();  // the peer's HELLO follows its last AUTH frame
-}
-
-void Connection::refuse() {
-  // The handshake names the peer as "handshake with peer <endpoint>: "; describe() says it better.
-  std::string what = auth_->status().message();
-  const std::string prefix = "handshake with peer " + endpoint_desc_ + ": ";
-  if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
-  refusal_ = peer_status(auth_->status().code(), std::string("refused in the handshake (") +
-                                                     auth::to_string(auth_->failure()) + "): " + what);
-  // Best effort: the refusal with its reason goes out first (the handshake left it in its
-  // output unless the peer refused us), then the connection fails and closes.
-  const std::uint64_t cid = send_auth_output();
-  if (cid == 0) {
-    fail(refusal_);
-    return;
-  }
-  refusing_ = true;
-  refusal_control_id_ = cid;
-}
-
-void Connection::handle_hello() {
-  Result<HelloInfo> info = decode_hello(hello_body_);
-  hello_body_.clear();
-  if (!info.ok()) {
-    fail(peer_status(StatusCode::protocol_error, info.status().message()));
-    return;
-  }
-  Status ok = verify_hello(local_, *info);
-  if (!ok.ok()) {
-    fail(peer_status(ok.code(), "refused in the handshake: " + ok.message()));
-    return;
-  }
-  peer_ = *info;
-  send_credit_ = peer_.eager_bytes;
-  state_ = State::established;
-  const bool authenticated = auth_->authenticated();
-  auth_.reset();  // wipes its copy of the token
-  TICTAC_LOG(debug) << "connected to " << describe()
-                    << (authenticated ? " (mutually authenticated)" : " (not authenticated: no auth token)");
-  host_.connection_established(*this);
 }
 
 void Connection::handle_announce(const Header& h) {
@@ -711,90 +502,6 @@ void Connection::handle_abort(const Header& h) {
   if (req != nullptr) {
     host_.finish(req, peer_status(StatusCode::cancelled, "the sender cancelled the message"), 0, id_);
   }
-}
-
-// ---------------------------------------------------------------------------------------------
-// Adverts (see connection.h)
-
-void Connection::advertise(const Request* req, std::uint64_t ahead) {
-  if (state_ != State::established || config_.max_adverts == 0 ||
-      adverts_out_count_ >= config_.max_adverts) {
-    return;
-  }
-  const std::uint64_t id = next_advert_id_++;
-  adverts_out_[req->tag()].push_back(AdvertOut{id, ahead, req->length()});
-  ++adverts_out_count_;
-  Header a;
-  a.type = FrameType::advert;
-  a.tag = req->tag();
-  a.msg_id = id;
-  a.offset = last_in_msg_id_;
-  a.total = req->length();
-  a.priority = static_cast<Priority>(ahead);
-  push_control(a);
-}
-
-void Connection::count_announce(Tag tag) {
-  auto it = adverts_out_.find(tag);
-  if (it == adverts_out_.end()) return;
-  std::vector<AdvertOut>& v = it->second;
-  for (auto a = v.begin(); a != v.end();) {
-    if (a->countdown == 0) {  // this message is its target: claimed (validated) or lapsed
-      a = v.erase(a);
-      --adverts_out_count_;
-    } else {
-      --a->countdown;
-      ++a;
-    }
-  }
-  if (v.empty()) adverts_out_.erase(it);
-}
-
-Status Connection::validate_claim(const Header& h) {
-  auto it = adverts_out_.find(h.tag);
-  if (it != adverts_out_.end()) {
-    for (const AdvertOut& a : it->second) {
-      if (a.id != h.offset || a.countdown != 0) continue;
-      if (h.total > a.capacity) break;
-      return Status::Ok();
-    }
-  }
-  return peer_status(StatusCode::protocol_error,
-                     "ANNOUNCE of message " + std::to_string(h.msg_id) + " (" + std::to_string(h.total) +
-                         " bytes, tag " + std::to_string(h.tag) + ") claims ADVERT " +
-                         std::to_string(h.offset) + ", which does not target it or is too small");
-}
-
-std::optional<std::pair<std::uint64_t, std::uint64_t>> Connection::next_claim(Tag tag) {
-  auto it = adverts_in_.find(tag);
-  if (it == adverts_in_.end()) return std::nullopt;
-  std::optional<std::pair<std::uint64_t, std::uint64_t>> hit;
-  std::vector<AdvertIn>& v = it->second;
-  for (auto a = v.begin(); a != v.end();) {
-    if (a->remaining == 0) {  // targets this send; the newest advert for it wins
-      if (!hit || a->id > hit->first) hit = std::make_pair(a->id, a->capacity);
-      a = v.erase(a);
-      --adverts_in_count_;
-    } else {
-      --a->remaining;
-      ++a;
-    }
-  }
-  if (v.empty()) adverts_in_.erase(it);
-  return hit;
-}
-
-void Connection::handle_advert(const Header& h) {
-  last_advert_in_ = h.msg_id;
-  const std::uint64_t seen = h.offset;
-  while (!sent_log_.empty() && sent_log_.front().first <= seen) sent_log_.pop_front();
-  if (seen < sent_log_floor_) return;  // cannot count what it has not seen: let it lapse
-  std::uint64_t unseen = 0;  // messages with this tag on their way to the receiver
-  for (const auto& [id, tag] : sent_log_) unseen += tag == h.tag ? 1 : 0;
-  const auto ahead = static_cast<std::uint64_t>(h.priority);
-  if (unseen > ahead) return;  // its message is already announced: it lapses at the receiver
-  adverts_in_[h.tag].push_back(AdvertIn{h.msg_id, ahead - unseen, h.total});
-  ++adverts_in_count_;
 }
 
 // ---------------------------------------------------------------------------------------------
