@@ -60,11 +60,14 @@ ProgressEngine::~ProgressEngine() {
 
 void ProgressEngine::post(Task task) {
   if (stop_.load()) return;
-  auto* node = new InboxNode{std::move(task), inbox_head_.load(std::memory_order_relaxed)};
-  while (!inbox_head_.compare_exchange_weak(node->next, node, std::memory_order_seq_cst,
-                                            std::memory_order_relaxed)) {
-  }
-  const bool was_empty = node->next == nullptr;
+  auto* node = new InboxNode{std::move(task), nullptr};
+  // Once the exchange succeeds the loop may take and free `node`: only `head` is read after it.
+  InboxNode* head = inbox_head_.load(std::memory_order_relaxed);
+  do {
+    node->next = head;
+  } while (!inbox_head_.compare_exchange_weak(head, node, std::memory_order_seq_cst,
+                                              std::memory_order_relaxed));
+  const bool was_empty = head == nullptr;
   // The loop thread checks the inbox before it blocks, and so does a spinning loop (see the
   // header's note on inbox_nonempty_/spinning_): only a loop that may be asleep needs the eventfd.
   if (was_empty && !on_loop_thread() && !spinning_.load(std::memory_order_seq_cst)) {
