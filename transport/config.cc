@@ -29,6 +29,11 @@ const IntTunable kAdverts{"TICTAC_ADVERTS", 1024,
                           "priority lane at once: at most this many outstanding per connection "
                           "(0 = off, 0..65536)"};
 
+const BoolTunable kInline{"TICTAC_INLINE", true,
+                          "an eager or claimed message that fits one chunk travels as one frame, "
+                          "its ANNOUNCE carrying the data (1), or as ANNOUNCE + DATA (0, for "
+                          "comparisons)"};
+
 const IntTunable kMaxUnexpected{"TICTAC_MAX_UNEXPECTED", 65536,
                                 "announced messages a peer may have waiting for a receive (each costs "
                                 "a descriptor; eager bytes are bounded by TICTAC_EAGER_BYTES); past "
@@ -61,6 +66,9 @@ Result<TransportConfig> TransportConfig::from_env() {
                             std::to_string(wire::kMaxAdvertsOutstanding));
   }
   c.max_adverts = static_cast<std::uint32_t>(*adverts);
+  auto inline_small = kInline.get();
+  TICTAC_RETURN_IF_ERROR(inline_small);
+  c.inline_small = *inline_small;
   auto unexpected = kMaxUnexpected.get();
   TICTAC_RETURN_IF_ERROR(unexpected);
   if (*unexpected < 1 || *unexpected > (std::int64_t{1} << 32)) {
@@ -88,7 +96,8 @@ Result<TransportConfig> TransportConfig::from_env() {
   TICTAC_LOG(debug) << "transport config: TICTAC_CHUNK_BYTES=" << c.chunk_bytes
                     << " TICTAC_WINDOW=" << c.window_chunks << " TICTAC_EAGER_BYTES=" << c.eager_bytes
                     << " TICTAC_TIMEOUT=" << c.timeout.count() << "ms TICTAC_PRIORITY="
-                    << (c.enforce_priority ? 1 : 0) << " TICTAC_ADVERTS=" << c.max_adverts;
+                    << (c.enforce_priority ? 1 : 0) << " TICTAC_ADVERTS=" << c.max_adverts
+                    << " TICTAC_INLINE=" << (c.inline_small ? 1 : 0);
   return c;
 }
 

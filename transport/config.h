@@ -9,6 +9,8 @@
 //   TICTAC_ADVERTS      (1024)   receives posted before their message is announced are advertised
 //                                to the sender (at most this many outstanding per connection), so
 //                                the send enters its priority lane at once; 0 turns adverts off
+//   TICTAC_INLINE       (1)      a small eager or claimed message travels as one frame (its
+//                                ANNOUNCE carries the data); 0 = ANNOUNCE + DATA, for comparisons
 //   TICTAC_MAX_UNEXPECTED (65536) messages a peer may have announced that no receive matched yet
 //                                 (each costs a descriptor); past it the peer is refused
 //   TICTAC_MAX_HANDSHAKES (64)    incoming connections in the handshake at once; more are closed
@@ -32,6 +34,7 @@ struct TransportConfig {
   std::chrono::milliseconds timeout{30'000};
   bool enforce_priority = true;
   std::uint32_t max_adverts = 1024;  // 0 = never advertise receives
+  bool inline_small = true;          // one frame per small eager/claimed message (TICTAC_INLINE)
   std::uint64_t max_unexpected = 65536;
   std::uint32_t max_handshakes = 64;
   std::chrono::milliseconds handshake_timeout{10'000};

@@ -38,45 +38,6 @@ Status Connection::peer_status(StatusCode code, const std::string& what) const {
   return Status(code, describe() + ": " + what, "peer " + (peer_.name.empty() ? endpoint_desc_ : peer_.name));
 }
 
-void Connection::start(const std::optional<std::string>& auth_token) {
-  endpoint_->start(this);
-  auth::HandshakeConfig hc;
-  hc.role = initiator_ ? auth::Role::initiator : auth::Role::acceptor;
-  hc.token = auth_token;
-  hc.protocol_version = wire::kVersion;
-  hc.peer = endpoint_desc_;
-  Result<auth::Handshake> hs = auth::Handshake::start(std::move(hc));
-  if (!hs.ok()) {
-    fail(peer_status(hs.status().code(), "cannot start the handshake: " + hs.status().message()));
-    return;
-  }
-  auth_.emplace(std::move(hs).value());
-  (void)send_auth_output();  // the initiator's hello; the acceptor waits for it
-}
-
-std::uint64_t Connection::send_auth_output() {
-  const auth::Bytes out = auth_->take_output();
-  if (out.empty()) return 0;
-  TICTAC_CHECK(out.size() <= wire::kMaxAuthBytes, "handshake output of " << out.size() << " bytes");
-  Header h;
-  h.version = wire::kHandshakeFrameVersion;
-  h.type = FrameType::auth;
-  h.length = static_cast<std::uint32_t>(out.size());
-  std::vector<std::byte> payload(out.size());
-  std::memcpy(payload.data(), out.data(), out.size());
-  const std::uint64_t cid = next_control_id_;
-  push_control(h, std::move(payload));
-  return cid;
-}
-
-void Connection::send_hello() {
-  Header h;
-  h.type = FrameType::hello;
-  std::vector<std::byte> body = encode_hello(local_);
-  h.length = static_cast<std::uint32_t>(body.size());
-  push_control(h, std::move(body));
-}
-
 void Connection::push_control(Header h, std::vector<std::byte> payload, std::uint64_t completes_msg) {
   const std::uint64_t cid = next_control_id_++;
   control_.emplace(cid, ControlFrame{h, std::move(payload), completes_msg});
@@ -106,25 +67,75 @@ void Connection::send(Request* req) {
     sent_log_floor_ = sent_log_.front().first;
     sent_log_.pop_front();
   }
-  Header a;
-  a.type = FrameType::announce;
   if (claim && total <= claim->second) {  // the receive is posted: no READY round trip
     m.eager = true;
-    a.flags = wire::kFlagClaimed;
-    a.offset = claim->first;
+    m.flags = wire::kFlagClaimed;
+    m.claim = claim->first;
   } else if (total <= send_credit_) {
     m.eager = true;
     send_credit_ -= total;
-    a.flags = wire::kFlagEager;
+    m.flags = wire::kFlagEager;
   }
-  a.tag = req->tag();
-  a.msg_id = msg_id;
-  a.total = total;
-  a.priority = req->priority();
+  const bool one_chunk = config_.inline_small && m.eager && total > 0 && total <= config_.chunk_bytes && total <= wire::kMaxChunkBytes;
+  // ANNOUNCEs must reach the peer in id order. Inline-pending sends leave in id order as long as
+  // none is more urgent than an older one (strict levels, FIFO within a level); a send that is
+  // more urgent, or that is announced on the control lane (which goes first), has every older
+  // inline-pending send announced on the control lane first.
+  if (!inline_pending_.empty() && (!one_chunk || req->priority() < last_inline_priority_)) {
+    announce_pending_upto(msg_id - 1);
+  }
+  if (one_chunk) {
+    // One frame: the ANNOUNCE waits in the message's priority lane and carries the data.
+    m.inline_pending = true;
+    last_inline_priority_ = req->priority();
+    out_.emplace(msg_id, m);
+    inline_pending_.insert(msg_id);
+    queue_.push(id_, msg_id, req->priority(), total);
+    host_.schedule_pump(queue_);
+    return;
+  }
   m.control_id = next_control_id_;
-  out_.emplace(msg_id, m);
-  push_control(a, {}, total == 0 ? msg_id : 0);
+  auto it = out_.emplace(msg_id, m).first;
+  push_control(announce_header(msg_id, it->second), {}, total == 0 ? msg_id : 0);
   if (m.eager && total > 0) queue_.push(id_, msg_id, req->priority(), total);
+}
+
+Header Connection::announce_header(std::uint64_t msg_id, const OutMsg& m) const {
+  Header a;
+  a.type = FrameType::announce;
+  a.flags = m.flags;
+  a.offset = m.flags == wire::kFlagClaimed ? m.claim : 0;
+  a.tag = m.req->tag();
+  a.msg_id = msg_id;
+  a.total = m.req->length();
+  a.priority = m.req->priority();
+  return a;
+}
+
+void Connection::announce_pending_upto(std::uint64_t msg_id) {
+  while (!inline_pending_.empty() && *inline_pending_.begin() <= msg_id) {
+    const std::uint64_t id = *inline_pending_.begin();
+    inline_pending_.erase(inline_pending_.begin());
+    OutMsg& m = out_.at(id);
+    m.inline_pending = false;
+    m.control_id = next_control_id_;
+    push_control(announce_header(id, m));  // its data follows as a plain DATA frame
+  }
+}
+
+void Connection::post_frame(Header h, const std::byte* payload, const Sent& s) {
+  if (credit_owed_ > 0 && h.type != FrameType::reject && h.type != FrameType::credit &&
+      h.type != FrameType::auth && h.type != FrameType::hello) {
+    const std::uint64_t n = std::min<std::uint64_t>(credit_owed_, UINT32_MAX);
+    h.flags |= wire::kFlagCredit;
+    h.aux = static_cast<std::uint32_t>(n);
+    credit_owed_ -= n;
+  }
+  const std::uint64_t cookie = next_cookie_++;
+  sent_.emplace(cookie, s);
+  last_tx_ = Clock::now();
+  Status st = endpoint_->post(h, payload, cookie);
+  if (!st.ok()) fail(peer_status(StatusCode::connection_lost, "cannot send: " + st.to_string()));
 }
 
 void Connection::post_chunk(const Chunk& chunk) {
@@ -150,24 +161,35 @@ void Connection::post_chunk(const Chunk& chunk) {
   } else {
     auto it = out_.find(chunk.message);
     TICTAC_CHECK(it != out_.end(), "data chunk of unknown message " << chunk.message);
-    OutMsg& m = it->second;
-    h.type = FrameType::data;
-    h.tag = m.req->tag();
-    h.msg_id = chunk.message;
-    h.offset = chunk.offset;
-    h.total = m.req->length();
-    h.priority = m.req->priority();
-    h.length = static_cast<std::uint32_t>(chunk.length);
+    if (it->second.inline_pending) {
+      OutMsg& m = it->second;
+      TICTAC_CHECK(chunk.offset == 0 && chunk.last, "inline message " << chunk.message << " cut in chunks");
+      TICTAC_CHECK(*inline_pending_.begin() == chunk.message,
+                   "inline message " << chunk.message << " left before the older inline message "
+                                     << *inline_pending_.begin());
+      inline_pending_.erase(chunk.message);
+      m.inline_pending = false;
+      m.announced = true;
+      h = announce_header(chunk.message, m);
+      h.flags |= wire::kFlagInline;
+      h.length = static_cast<std::uint32_t>(chunk.length);
+    } else {
+      const OutMsg& m = it->second;
+      h.type = FrameType::data;
+      h.tag = m.req->tag();
+      h.msg_id = chunk.message;
+      h.offset = chunk.offset;
+      h.total = m.req->length();
+      h.priority = m.req->priority();
+      h.length = static_cast<std::uint32_t>(chunk.length);
+    }
+    OutMsg& m = out_.at(chunk.message);
     payload = m.req->data() + chunk.offset;
     ++m.chunks_out;
     if (chunk.last) m.all_popped = true;
     if (m.req->state() == RequestState::queued) m.req->set_state(RequestState::posted);
   }
-  const std::uint64_t cookie = next_cookie_++;
-  sent_.emplace(cookie, s);
-  last_tx_ = Clock::now();
-  Status st = endpoint_->post(h, payload, cookie);
-  if (!st.ok()) fail(peer_status(StatusCode::connection_lost, "cannot send: " + st.to_string()));
+  post_frame(h, payload, s);
 }
 
 void Connection::on_sent(std::uint64_t cookie) {
@@ -219,6 +241,7 @@ bool Connection::cancel(Request* req) {
       // counts every message id and tag for its adverts, so none may silently disappear. (The
       // receiver returns an aborted eager message's credit.)
       (void)queue_.remove(id_, id);
+      if (m.inline_pending) announce_pending_upto(id);  // announced now (then aborted)
       Header a;
       a.type = FrameType::abort;
       a.msg_id = id;
@@ -252,112 +275,6 @@ bool Connection::cancel(Request* req) {
 // ---------------------------------------------------------------------------------------------
 // Receiving
 
-Status Connection::validate_handshake(const Header& h) {
-  const bool auth_done = auth_ && auth_->done();
-  if (h.type == FrameType::auth) {
-    if (!auth_done) return Status::Ok();
-    return peer_status(StatusCode::protocol_error, "AUTH frame after the authentication handshake finished");
-  }
-  if (h.type == FrameType::hello) {
-    if (auth_done) return Status::Ok();
-    return peer_status(StatusCode::protocol_error, "HELLO before the authentication handshake finished");
-  }
-  return peer_status(StatusCode::protocol_error,
-                     (auth_done ? std::string("expected HELLO, got ") : std::string("expected AUTH first, got ")) +
-                         std::string(wire::to_string(h.type)) + " during the handshake");
-}
-
-Status Connection::validate(const Header& h) {
-  if (state_ == State::handshaking) return validate_handshake(h);
-  switch (h.type) {
-    case FrameType::auth:
-      return peer_status(StatusCode::protocol_error, "AUTH frame after the handshake");
-    case FrameType::hello:
-      return peer_status(StatusCode::protocol_error, "second HELLO");
-    case FrameType::announce:
-      if (h.msg_id <= last_in_msg_id_) {
-        return peer_status(StatusCode::protocol_error,
-                           "ANNOUNCE of message " + std::to_string(h.msg_id) +
-                               " is not newer than message " + std::to_string(last_in_msg_id_));
-      }
-      if (h.flags == wire::kFlagClaimed) return validate_claim(h);
-      if ((h.flags & wire::kFlagEager) != 0 && h.total > config_.eager_bytes - eager_in_use_) {
-        return peer_status(StatusCode::protocol_error,
-                           "eager message of " + std::to_string(h.total) + " bytes exceeds the " +
-                               std::to_string(config_.eager_bytes - eager_in_use_) +
-                               " bytes of credit it was given");
-      }
-      return Status::Ok();
-    case FrameType::data: {
-      auto it = in_.find(h.msg_id);
-      if (it == in_.end()) {
-        return peer_status(StatusCode::protocol_error,
-                           "DATA for unknown message " + std::to_string(h.msg_id));
-      }
-      const InMsg& m = it->second;
-      if (!m.eager && m.recv == nullptr && !m.discard) {
-        return peer_status(StatusCode::protocol_error,
-                           "DATA for message " + std::to_string(h.msg_id) + " before READY");
-      }
-      if (h.total != m.total || h.tag != m.tag) {
-        return peer_status(StatusCode::protocol_error,
-                           "DATA for message " + std::to_string(h.msg_id) +
-                               " disagrees with its ANNOUNCE (tag/total)");
-      }
-      const std::uint64_t posted = m.recv != nullptr ? m.recv->length() : m.total;
-      Status fits = wire::check_data_fits(h, m.received, posted);
-      if (!fits.ok()) return peer_status(StatusCode::protocol_error, fits.message());
-      return Status::Ok();
-    }
-    case FrameType::ready:
-    case FrameType::reject: {
-      auto it = out_.find(h.msg_id);
-      if (it == out_.end()) {
-        if (h.msg_id != 0 && h.msg_id < next_msg_id_) return Status::Ok();  // cancelled meanwhile
-        return peer_status(StatusCode::protocol_error, std::string(wire::to_string(h.type)) +
-                                                           " for unknown message " + std::to_string(h.msg_id));
-      }
-      if (it->second.eager) {
-        return peer_status(StatusCode::protocol_error, std::string(wire::to_string(h.type)) +
-                                                           " for eager message " + std::to_string(h.msg_id));
-      }
-      return Status::Ok();
-    }
-    case FrameType::credit:
-      if (send_credit_ + h.total > peer_.eager_bytes) {
-        return peer_status(StatusCode::protocol_error,
-                           "CREDIT of " + std::to_string(h.total) + " bytes exceeds the pool it advertised");
-      }
-      return Status::Ok();
-    case FrameType::abort:
-      if (h.msg_id == 0 || h.msg_id > last_in_msg_id_) {
-        return peer_status(StatusCode::protocol_error,
-                           "ABORT for message " + std::to_string(h.msg_id) + " that was never announced");
-      }
-      return Status::Ok();
-    case FrameType::heartbeat:
-      return Status::Ok();
-    case FrameType::advert:
-      if (h.msg_id <= last_advert_in_) {
-        return peer_status(StatusCode::protocol_error, "ADVERT " + std::to_string(h.msg_id) +
-                                                           " is not newer than ADVERT " +
-                                                           std::to_string(last_advert_in_));
-      }
-      if (h.offset >= next_msg_id_) {
-        return peer_status(StatusCode::protocol_error,
-                           "ADVERT says the peer saw message " + std::to_string(h.offset) +
-                               ", which was never sent");
-      }
-      if (adverts_in_count_ >= wire::kMaxAdvertsOutstanding) {
-        return peer_status(StatusCode::protocol_error,
-                           "more than " + std::to_string(wire::kMaxAdvertsOutstanding) +
-                               " outstanding ADVERTs from the peer");
-      }
-      return Status::Ok();
-  }
-  return peer_status(StatusCode::protocol_error, "unhandled frame type");
-}
-
 Result<Destination> Connection::on_header(const Header& h) {
   last_rx_ = Clock::now();
   Destination d;
@@ -367,21 +284,27 @@ Result<Destination> Connection::on_header(const Header& h) {
   }
   Status st = validate(h);
   if (!st.ok()) return st;
+  if ((h.flags & wire::kFlagCredit) != 0) send_credit_ += h.aux;
+  if (h.type == FrameType::announce && (h.flags & wire::kFlagInline) != 0) {
+    st = accept_announce(h);  // matched now: the payload lands like an eager DATA frame
+    if (!st.ok()) return st;
+  }
   if (h.type == FrameType::auth) {
     auth_body_.resize(h.length);
     d.data = auth_body_.data();
   } else if (h.type == FrameType::hello) {
     hello_body_.resize(h.length);
     d.data = hello_body_.data();
-  } else if (h.type == FrameType::data && h.length > 0) {
+  } else if ((h.type == FrameType::data || h.type == FrameType::announce) && h.length > 0) {
     InMsg& m = in_.at(h.msg_id);
+    const std::uint64_t at = h.type == FrameType::data ? h.offset : 0;  // inline: offset = claim
     if (m.discard) {
       d.discard = true;
     } else if (m.recv != nullptr) {
-      d.data = m.recv->data() + h.offset;
+      d.data = m.recv->data() + at;
       m.frame_in_progress = true;
     } else {
-      d.data = m.pool.get() + h.offset;
+      d.data = m.pool.get() + at;
       m.frame_in_progress = true;
     }
   }
@@ -394,7 +317,13 @@ void Connection::on_frame(const Header& h) {
   switch (h.type) {
     case FrameType::auth: handle_auth(); break;
     case FrameType::hello: handle_hello(); break;
-    case FrameType::announce: handle_announce(h); break;
+    case FrameType::announce:
+      if ((h.flags & wire::kFlagInline) != 0) {
+        handle_data(h);  // accepted in on_header; this is its payload
+      } else {
+        handle_announce(h);
+      }
+      break;
     case FrameType::data: handle_data(h); break;
     case FrameType::ready: handle_ready(h); break;
     case FrameType::reject: handle_reject(h); break;
@@ -405,89 +334,37 @@ void Connection::on_frame(const Header& h) {
   }
 }
 
-void Connection::handle_auth() {
-  const std::vector<std::byte> body = std::exchange(auth_body_, {});
-  const std::span<const std::uint8_t> bytes(reinterpret_cast<const std::uint8_t*>(body.data()), body.size());
-  Result<std::size_t> used = auth_->feed(bytes);
-  if (!used.ok()) {
-    refuse();
-    return;
-  }
-  if (*used != bytes.size()) {  // done, yet the frame goes on: the peer does not follow the protocol
-    fail(peer_status(StatusCode::protocol_error,
-                     "AUTH frame carries " + std::to_string(bytes.size() - *used) +
-                         " bytes after the end of the authentication handshake"));
-    return;
-  }
-  (void)send_auth_output();
-  if (auth_->done()) send_hello();  // the peer's HELLO follows its last AUTH frame
-}
-
-void Connection::refuse() {
-  // The handshake names the peer as "handshake with peer <endpoint>: "; describe() says it better.
-  std::string what = auth_->status().message();
-  const std::string prefix = "handshake with peer " + endpoint_desc_ + ": ";
-  if (what.rfind(prefix, 0) == 0) what.erase(0, prefix.size());
-  refusal_ = peer_status(auth_->status().code(), std::string("refused in the handshake (") +
-                                                     auth::to_string(auth_->failure()) + "): " + what);
-  // Best effort: the refusal with its reason goes out first (the handshake left it in its
-  // output unless the peer refused us), then the connection fails and closes.
-  const std::uint64_t cid = send_auth_output();
-  if (cid == 0) {
-    fail(refusal_);
-    return;
-  }
-  refusing_ = true;
-  refusal_control_id_ = cid;
-}
-
-void Connection::handle_hello() {
-  Result<HelloInfo> info = decode_hello(hello_body_);
-  hello_body_.clear();
-  if (!info.ok()) {
-    fail(peer_status(StatusCode::protocol_error, info.status().message()));
-    return;
-  }
-  Status ok = verify_hello(local_, *info);
-  if (!ok.ok()) {
-    fail(peer_status(ok.code(), "refused in the handshake: " + ok.message()));
-    return;
-  }
-  peer_ = *info;
-  send_credit_ = peer_.eager_bytes;
-  state_ = State::established;
-  const bool authenticated = auth_->authenticated();
-  auth_.reset();  // wipes its copy of the token
-  TICTAC_LOG(debug) << "connected to " << describe()
-                    << (authenticated ? " (mutually authenticated)" : " (not authenticated: no auth token)");
-  host_.connection_established(*this);
-}
-
 void Connection::handle_announce(const Header& h) {
+  Status st = accept_announce(h);
+  if (!st.ok()) fail(st);
+}
+
+Status Connection::accept_announce(const Header& h) {
   last_in_msg_id_ = h.msg_id;
   count_announce(h.tag);
+  const std::uint8_t kind = h.flags & static_cast<std::uint8_t>(~(wire::kFlagCredit | wire::kFlagInline));
   InMsg m;
   m.tag = h.tag;
   m.total = h.total;
   m.priority = h.priority;
-  m.eager = h.flags != 0;  // eager or claimed: the data follows without READY
-  m.credit = h.flags == wire::kFlagEager ? h.total : 0;
+  m.eager = kind != 0;  // eager or claimed: the data follows without READY
+  m.credit = kind == wire::kFlagEager ? h.total : 0;
   eager_in_use_ += m.credit;
   auto [it, inserted] = in_.emplace(h.msg_id, std::move(m));
   TICTAC_CHECK(inserted, "message id reused after validation");
   Request* req = host_.match_message(*this, h.tag, h.msg_id);
   if (req == nullptr && host_.unexpected_count(*this) > config_.max_unexpected) {
-    fail(peer_status(StatusCode::protocol_error,
-                     "more than " + std::to_string(config_.max_unexpected) +
-                         " announced messages wait for a receive (TICTAC_MAX_UNEXPECTED): post "
-                         "receives sooner or raise the limit"));
-    return;
+    return peer_status(StatusCode::protocol_error,
+                       "more than " + std::to_string(config_.max_unexpected) +
+                           " announced messages wait for a receive (TICTAC_MAX_UNEXPECTED): post "
+                           "receives sooner or raise the limit");
   }
   if (req != nullptr) {
     bind_in(h.msg_id, it->second, req);
   } else if (it->second.eager && it->second.total > 0) {
     it->second.pool = std::make_unique<std::byte[]>(it->second.total);
   }
+  return Status::Ok();
 }
 
 void Connection::bind(std::uint64_t msg_id, Request* req) {
@@ -578,9 +455,17 @@ void Connection::settle_in(std::uint64_t msg_id) {
 void Connection::return_credit(std::uint64_t bytes) {
   eager_in_use_ -= bytes;
   if (bytes == 0 || state_ == State::failed) return;
+  credit_owed_ += bytes;
+  // Batched: the next frame to the peer carries it (post_frame); a CREDIT frame of its own only
+  // once half the pool is owed (or at the watchdog), so the sender never runs low.
+  if (credit_owed_ >= std::max<std::uint64_t>(1, config_.eager_bytes / 2)) flush_credit();
+}
+
+void Connection::flush_credit() {
+  if (credit_owed_ == 0 || state_ != State::established) return;
   Header c;
   c.type = FrameType::credit;
-  c.total = bytes;
+  c.total = std::exchange(credit_owed_, 0);
   push_control(c);
 }
 
@@ -620,90 +505,6 @@ void Connection::handle_abort(const Header& h) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Adverts (see connection.h)
-
-void Connection::advertise(const Request* req, std::uint64_t ahead) {
-  if (state_ != State::established || config_.max_adverts == 0 ||
-      adverts_out_count_ >= config_.max_adverts) {
-    return;
-  }
-  const std::uint64_t id = next_advert_id_++;
-  adverts_out_[req->tag()].push_back(AdvertOut{id, ahead, req->length()});
-  ++adverts_out_count_;
-  Header a;
-  a.type = FrameType::advert;
-  a.tag = req->tag();
-  a.msg_id = id;
-  a.offset = last_in_msg_id_;
-  a.total = req->length();
-  a.priority = static_cast<Priority>(ahead);
-  push_control(a);
-}
-
-void Connection::count_announce(Tag tag) {
-  auto it = adverts_out_.find(tag);
-  if (it == adverts_out_.end()) return;
-  std::vector<AdvertOut>& v = it->second;
-  for (auto a = v.begin(); a != v.end();) {
-    if (a->countdown == 0) {  // this message is its target: claimed (validated) or lapsed
-      a = v.erase(a);
-      --adverts_out_count_;
-    } else {
-      --a->countdown;
-      ++a;
-    }
-  }
-  if (v.empty()) adverts_out_.erase(it);
-}
-
-Status Connection::validate_claim(const Header& h) {
-  auto it = adverts_out_.find(h.tag);
-  if (it != adverts_out_.end()) {
-    for (const AdvertOut& a : it->second) {
-      if (a.id != h.offset || a.countdown != 0) continue;
-      if (h.total > a.capacity) break;
-      return Status::Ok();
-    }
-  }
-  return peer_status(StatusCode::protocol_error,
-                     "ANNOUNCE of message " + std::to_string(h.msg_id) + " (" + std::to_string(h.total) +
-                         " bytes, tag " + std::to_string(h.tag) + ") claims ADVERT " +
-                         std::to_string(h.offset) + ", which does not target it or is too small");
-}
-
-std::optional<std::pair<std::uint64_t, std::uint64_t>> Connection::next_claim(Tag tag) {
-  auto it = adverts_in_.find(tag);
-  if (it == adverts_in_.end()) return std::nullopt;
-  std::optional<std::pair<std::uint64_t, std::uint64_t>> hit;
-  std::vector<AdvertIn>& v = it->second;
-  for (auto a = v.begin(); a != v.end();) {
-    if (a->remaining == 0) {  // targets this send; the newest advert for it wins
-      if (!hit || a->id > hit->first) hit = std::make_pair(a->id, a->capacity);
-      a = v.erase(a);
-      --adverts_in_count_;
-    } else {
-      --a->remaining;
-      ++a;
-    }
-  }
-  if (v.empty()) adverts_in_.erase(it);
-  return hit;
-}
-
-void Connection::handle_advert(const Header& h) {
-  last_advert_in_ = h.msg_id;
-  const std::uint64_t seen = h.offset;
-  while (!sent_log_.empty() && sent_log_.front().first <= seen) sent_log_.pop_front();
-  if (seen < sent_log_floor_) return;  // cannot count what it has not seen: let it lapse
-  std::uint64_t unseen = 0;  // messages with this tag on their way to the receiver
-  for (const auto& [id, tag] : sent_log_) unseen += tag == h.tag ? 1 : 0;
-  const auto ahead = static_cast<std::uint64_t>(h.priority);
-  if (unseen > ahead) return;  // its message is already announced: it lapses at the receiver
-  adverts_in_[h.tag].push_back(AdvertIn{h.msg_id, ahead - unseen, h.total});
-  ++adverts_in_count_;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Liveness and failure
 
 void Connection::watchdog(Clock::time_point now) {
@@ -725,6 +526,7 @@ void Connection::watchdog(Clock::time_point now) {
                          " ms (TICTAC_TIMEOUT): it hung, was stopped, or the network is down"));
     return;
   }
+  flush_credit();  // what no frame took along since the last watchdog round
   if (now - last_tx_ > config_.timeout / 4) {
     Header hb;
     hb.type = FrameType::heartbeat;
@@ -756,6 +558,8 @@ void Connection::fail(const Status& status) {
   queue_.remove_peer(id_);
   control_.clear();
   sent_.clear();
+  inline_pending_.clear();
+  credit_owed_ = 0;
   std::vector<Request*> reqs;
   for (auto& [msg_id, m] : out_) reqs.push_back(m.req);
   for (auto& [msg_id, m] : in_) {

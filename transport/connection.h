@@ -14,6 +14,15 @@
 // lands like an eager one (in the next matching receive, or a pool buffer no larger than the
 // capacity the receiver advertised). An advert whose message was announced before the advert
 // reached the sender simply lapses.
+// One frame per small message: an eager or claimed message that fits one chunk is not announced
+// on the control lane; its ANNOUNCE (kFlagInline) carries the data and waits in the SendQueue in
+// the message's priority lane. ANNOUNCEs still reach the receiver in message-id order: pending
+// inline sends never get more urgent with a higher id (so the SendQueue pops them in id order);
+// a send that would break that, or one announced on the control lane (which goes first), first
+// moves every older inline-pending send's ANNOUNCE to the control lane (its data then follows as
+// a plain DATA frame). A cancelled inline-pending send is announced that way, then aborted. Credit is returned in batches (a CREDIT frame
+// once half the pool is free again, or at the watchdog) and piggybacked on any other frame going
+// to the peer (kFlagCredit + aux).
 // plus REJECT (receive buffer too small), ABORT (sender cancelled), HEARTBEAT (liveness) and the
 // handshake: first AUTH frames carrying transport/auth's version check and (with a token) the
 // HMAC-SHA256 mutual authentication, then one HELLO each way. Nothing but AUTH is accepted before
@@ -29,6 +38,7 @@
 #include <deque>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -119,6 +129,9 @@ class Connection final : public EndpointSink {
     bool announced = false;        // ANNOUNCE handed to the backend
     bool all_popped = false;       // every chunk handed to the backend
     bool cancelling = false;
+    bool inline_pending = false;   // its ANNOUNCE waits to travel with its data (kFlagInline)
+    std::uint8_t flags = 0;        // kFlagEager / kFlagClaimed (0: rendezvous)
+    std::uint64_t claim = 0;       // the advert claimed (kFlagClaimed)
     std::uint32_t chunks_out = 0;  // handed over, not yet sent
   };
   struct InMsg {
@@ -146,6 +159,15 @@ class Connection final : public EndpointSink {
     Chunk chunk;
   };
 
+  // Hands one frame to the endpoint, piggybacking the credit owed (kFlagCredit); a refusal fails
+  // the connection.
+  void post_frame(wire::Header h, const std::byte* payload, const Sent& s);
+  // Every inline-pending send with an id up to `msg_id` is announced on the control lane instead
+  // (in id order); its data then follows as a plain DATA frame.
+  void announce_pending_upto(std::uint64_t msg_id);
+  wire::Header announce_header(std::uint64_t msg_id, const OutMsg& m) const;
+  // Receiver: records an ANNOUNCE and matches it; an error status fails the connection.
+  Status accept_announce(const wire::Header& h);
   void push_control(wire::Header h, std::vector<std::byte> payload = {}, std::uint64_t completes_msg = 0);
   Status validate(const wire::Header& h);
   Status validate_handshake(const wire::Header& h);
@@ -172,6 +194,8 @@ class Connection final : public EndpointSink {
   // The message's bytes are all here (or it was dropped): deliver, return credit, forget.
   void settle_in(std::uint64_t msg_id);
   void return_credit(std::uint64_t bytes);
+  // Sends the credit owed to the peer as one CREDIT frame (nothing when none is owed).
+  void flush_credit();
   void finish_out(std::uint64_t msg_id, const Status& status);
   Status peer_status(StatusCode code, const std::string& what) const;
 
@@ -199,6 +223,9 @@ class Connection final : public EndpointSink {
   std::uint64_t next_cookie_ = 1;
   std::uint64_t send_credit_ = 0;   // eager bytes we may still send to the peer
   std::uint64_t eager_in_use_ = 0;  // of our pool for this peer
+  std::uint64_t credit_owed_ = 0;   // pool bytes freed and not yet returned to the peer
+  std::set<std::uint64_t> inline_pending_;  // sends whose ANNOUNCE travels with the data
+  Priority last_inline_priority_ = 0;       // of the newest one (valid while any is pending)
   std::unordered_map<std::uint64_t, OutMsg> out_;
   std::unordered_map<std::uint64_t, InMsg> in_;
   std::unordered_map<std::uint64_t, ControlFrame> control_;

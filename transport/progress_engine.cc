@@ -53,19 +53,21 @@ ProgressEngine::ProgressEngine(Mode mode, int epfd, int evfd, std::chrono::micro
 ProgressEngine::~ProgressEngine() {
   stop();
   join();
+  (void)take_inbox();  // tasks that never ran
   close(evfd_);
   close(epfd_);
 }
 
 void ProgressEngine::post(Task task) {
   if (stop_.load()) return;
-  bool was_empty;
-  {
-    std::lock_guard<std::mutex> lock(inbox_mutex_);
-    was_empty = inbox_.empty();
-    inbox_.push_back(std::move(task));
-    inbox_nonempty_.store(true, std::memory_order_seq_cst);
-  }
+  auto* node = new InboxNode{std::move(task), nullptr};
+  // Once the exchange succeeds the loop may take and free `node`: only `head` is read after it.
+  InboxNode* head = inbox_head_.load(std::memory_order_relaxed);
+  do {
+    node->next = head;
+  } while (!inbox_head_.compare_exchange_weak(head, node, std::memory_order_seq_cst,
+                                              std::memory_order_relaxed));
+  const bool was_empty = head == nullptr;
   // The loop thread checks the inbox before it blocks, and so does a spinning loop (see the
   // header's note on inbox_nonempty_/spinning_): only a loop that may be asleep needs the eventfd.
   if (was_empty && !on_loop_thread() && !spinning_.load(std::memory_order_seq_cst)) {
@@ -192,12 +194,7 @@ std::size_t ProgressEngine::iterate(int timeout_ms) {
       t();
     }
   }
-  std::deque<Task> tasks;
-  if (inbox_pending()) {
-    std::lock_guard<std::mutex> lock(inbox_mutex_);
-    tasks.swap(inbox_);
-    inbox_nonempty_.store(false, std::memory_order_seq_cst);
-  }
+  std::deque<Task> tasks = take_inbox();
   for (Task& t : tasks) {
     t();
     ++work;
@@ -221,6 +218,19 @@ std::size_t ProgressEngine::iterate(int timeout_ms) {
   }
   dispatching_ = false;
   return work;
+}
+
+std::deque<Task> ProgressEngine::take_inbox() {
+  std::deque<Task> tasks;
+  if (!inbox_pending()) return tasks;
+  InboxNode* node = inbox_head_.exchange(nullptr, std::memory_order_seq_cst);
+  while (node != nullptr) {  // newest first: push_front restores the posting order
+    tasks.push_front(std::move(node->task));
+    InboxNode* next = node->next;
+    delete node;
+    node = next;
+  }
+  return tasks;
 }
 
 void ProgressEngine::defer(Task task) { deferred_.push_back(std::move(task)); }

@@ -3,10 +3,12 @@
 // Threading: in thread mode the engine runs its own loop thread; in manual mode nothing runs
 // until a caller invokes progress(), and that caller is the loop thread for the duration of the
 // call (deterministic tests). Everything below "loop thread only" must be called on the loop
-// thread; post() is the only entry from other threads: a thread-safe inbox (a mutex guards the
-// task list, nothing else) plus an eventfd that wakes the loop from epoll_wait. The eventfd is
-// written only when the loop may be asleep: not for posts from the loop thread itself, nor while
-// the loop is spinning (it checks the inbox on every round).
+// thread; post() is the only entry from other threads: a lock-free inbox (a multi-producer,
+// single-consumer list: posters push with one compare-and-swap, the loop takes the whole list
+// with one exchange and runs it in posting order) plus an eventfd that wakes the loop from
+// epoll_wait. The eventfd is written only when the loop may be asleep: not for posts from the
+// loop thread itself, nor while the loop is spinning (it checks the inbox on every round), nor
+// when the inbox already held a task (whoever posted that one took care of the wake-up).
 // Blocking: the loop blocks only in epoll_wait, bounded by the next timer. Before blocking it may
 // spin (SpinPolicy, TICTAC_SPIN_US): call the pollers, check the inbox and epoll_wait(0) until work
 // shows up or the adaptive budget runs out. Tasks, handlers and pollers must not block.
@@ -51,7 +53,7 @@ class ProgressEngine {
   Mode mode() const { return mode_; }
 
   // Any thread: runs `task` on the loop thread, in posting order. Tasks posted after stop() are
-  // dropped. Never blocks (beyond the inbox mutex).
+  // dropped. Never blocks and takes no lock (one allocation, one compare-and-swap).
   void post(Task task);
   // Any thread: asks the loop to exit after the current iteration.
   void stop();
@@ -98,7 +100,9 @@ class ProgressEngine {
   // Spins for up to the policy's budget (bounded by timeout_ms); returns the epoll events found
   // (written to `events`), or 0 with *work telling whether a poller or the inbox has work.
   int spin(int timeout_ms, epoll_event* events, int max_events, bool* work);
-  bool inbox_pending() const { return inbox_nonempty_.load(std::memory_order_seq_cst); }
+  bool inbox_pending() const { return inbox_head_.load(std::memory_order_seq_cst) != nullptr; }
+  // Takes every posted task, oldest first (loop thread).
+  std::deque<Task> take_inbox();
   int next_timeout_ms(int cap_ms) const;
 
   const Mode mode_;
@@ -108,12 +112,15 @@ class ProgressEngine {
   std::thread thread_;
   std::atomic<std::thread::id> loop_thread_id_{};
 
-  mutable std::mutex inbox_mutex_;  // guards inbox_ only
-  std::deque<Task> inbox_;
-  // Mirrors !inbox_.empty() (written under the mutex, read without it by the spinning loop), and
-  // whether the loop is spinning (posts then skip the eventfd). Both seq_cst: either the poster
-  // sees spinning_ == false and wakes the loop, or the loop sees the inbox non-empty.
-  std::atomic<bool> inbox_nonempty_{false};
+  struct InboxNode {
+    Task task;
+    InboxNode* next;
+  };
+  // The inbox: posted tasks, newest first (a stack; take_inbox() reverses it). Posters push with
+  // a seq_cst compare-and-swap and then read spinning_; the loop stores spinning_ = false and then
+  // reads the head, both seq_cst: either the poster sees the loop not spinning and wakes it, or
+  // the loop sees the task.
+  std::atomic<InboxNode*> inbox_head_{nullptr};
   std::atomic<bool> spinning_{false};
 
   SpinPolicy spin_;

@@ -96,10 +96,24 @@ Result<Header> decode(std::span<const std::byte> bytes) {
   if (!known_type(type)) return bad("unknown frame type " + std::to_string(type));
   h.type = static_cast<FrameType>(type);
   const std::string name(to_string(h.type));
-  if (h.flags != 0 && !(h.type == FrameType::announce && (h.flags == kFlagEager || h.flags == kFlagClaimed))) {
+  const bool credit = (h.flags & kFlagCredit) != 0;
+  if (credit && (h.type == FrameType::reject || h.type == FrameType::credit || h.type == FrameType::auth ||
+                 h.type == FrameType::hello)) {
+    return bad("credit flag not valid on " + name);
+  }
+  const std::uint8_t kind = h.flags & static_cast<std::uint8_t>(~kFlagCredit);
+  const std::uint8_t base = kind & static_cast<std::uint8_t>(~kFlagInline);
+  if (kind != 0 && !(h.type == FrameType::announce && (base == kFlagEager || base == kFlagClaimed))) {
     return bad("flags 0x" + std::to_string(h.flags) + " not valid on " + name);
   }
-  if (h.aux != 0 && h.type != FrameType::reject) return bad("aux field set on " + name);
+  if (credit && h.aux == 0) return bad("credit flag with zero credit bytes on " + name);
+  if (!credit && h.aux != 0 && h.type != FrameType::reject) return bad("aux field set on " + name);
+  const bool inline_data = h.type == FrameType::announce && (kind & kFlagInline) != 0;
+  if (inline_data && (h.length == 0 || h.length > kMaxChunkBytes || h.length != h.total)) {
+    return bad("inline ANNOUNCE payload of " + std::to_string(h.length) + " bytes for a message of " +
+               std::to_string(h.total) + " bytes (must be the whole message, 1.." +
+               std::to_string(kMaxChunkBytes) + ")");
+  }
 
   switch (h.type) {
     case FrameType::hello:
@@ -131,7 +145,7 @@ Result<Header> decode(std::span<const std::byte> bytes) {
       }
       [[fallthrough]];
     default:
-      if (h.length != 0) {
+      if (h.length != 0 && !inline_data) {
         return bad(name + " must carry no payload, has length " + std::to_string(h.length));
       }
       break;
@@ -141,7 +155,7 @@ Result<Header> decode(std::span<const std::byte> bytes) {
     return bad("ADVERT with number " + std::to_string(h.msg_id) + " and " + std::to_string(h.priority) +
                " receives ahead");
   }
-  if (h.type == FrameType::announce && h.flags != kFlagClaimed && h.offset != 0) {
+  if (h.type == FrameType::announce && base != kFlagClaimed && h.offset != 0) {
     return bad("ANNOUNCE that claims no advert carries offset " + std::to_string(h.offset));
   }
   return h;

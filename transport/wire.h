@@ -6,7 +6,8 @@
 //     0   4  magic     kMagic ("TTAC")
 //     4   2  version   kVersion
 //     6   1  type      FrameType
-//     7   1  flags     kFlagEager or kFlagClaimed (ANNOUNCE only)
+//     7   1  flags     ANNOUNCE: kFlagEager or kFlagClaimed, either optionally with kFlagInline;
+//                      any frame but REJECT, CREDIT, AUTH, HELLO: kFlagCredit
 //     8   8  tag       user tag (ANNOUNCE, DATA, ADVERT)
 //    16   8  msg_id    sender's message number on this connection (ANNOUNCE, DATA, READY, REJECT,
 //                      ABORT); the advert's number (ADVERT)
@@ -15,8 +16,8 @@
 //    32   8  total     message length (ANNOUNCE, DATA), credit bytes (CREDIT), capacity (ADVERT)
 //    40   8  priority  sender's priority, smaller first (ANNOUNCE, DATA); receives of the same
 //                      (source, tag) waiting ahead of the advertised one (ADVERT, >= 0)
-//    48   4  length    payload bytes after this header (AUTH, HELLO, DATA)
-//    52   4  aux       StatusCode of a REJECT; zero otherwise
+//    48   4  length    payload bytes after this header (AUTH, HELLO, DATA, inline ANNOUNCE)
+//    52   4  aux       StatusCode of a REJECT; returned eager credit bytes (kFlagCredit); else 0
 //
 // AUTH frames (the authentication handshake, transport/auth/) always carry header version
 // kHandshakeFrameVersion, in every release, and magic, version, type and length keep their
@@ -40,7 +41,9 @@
 namespace tictac::transport::wire {
 
 inline constexpr std::uint32_t kMagic = 0x43415454;  // bytes "TTAC"
-inline constexpr std::uint16_t kVersion = 2;  // 2: ADVERT and claimed ANNOUNCEs
+// 2: ADVERT and claimed ANNOUNCEs; 3: inline ANNOUNCEs (one frame per small message) and
+// credit piggybacked on any frame (kFlagCredit).
+inline constexpr std::uint16_t kVersion = 3;
 inline constexpr std::uint16_t kHandshakeFrameVersion = 1;  // AUTH frames, frozen (see above)
 inline constexpr std::size_t kHeaderBytes = 56;
 inline constexpr std::uint32_t kMaxHelloBytes = 4096;
@@ -49,6 +52,12 @@ inline constexpr std::uint32_t kMaxChunkBytes = 1u << 30;
 inline constexpr std::uint8_t kFlagEager = 0x1;
 // ANNOUNCE of a message that claims the receiver's advert `offset`: its data follows at once.
 inline constexpr std::uint8_t kFlagClaimed = 0x2;
+// ANNOUNCE (eager or claimed) that carries the whole message as its payload (length == total,
+// 1 .. kMaxChunkBytes): announcement and data in one frame; no DATA frame follows.
+inline constexpr std::uint8_t kFlagInline = 0x4;
+// The frame also returns `aux` (> 0) bytes of the receiver's eager pool to its sender, like a
+// CREDIT frame would (any frame but REJECT, CREDIT, AUTH and HELLO).
+inline constexpr std::uint8_t kFlagCredit = 0x8;
 // Adverts a receiver may have outstanding on one connection (a sender refuses more).
 inline constexpr std::uint32_t kMaxAdvertsOutstanding = 65536;
 

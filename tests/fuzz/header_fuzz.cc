@@ -37,11 +37,21 @@ void check_header_promises(const wire::Header& h) {
   check(wire::to_string(h.type) != "UNKNOWN");
   check(h.magic == wire::kMagic);
   check(h.version == (h.type == wire::FrameType::auth ? wire::kHandshakeFrameVersion : wire::kVersion));
-  check(h.flags == 0 || (h.type == wire::FrameType::announce &&
-                         (h.flags == wire::kFlagEager || h.flags == wire::kFlagClaimed)));
-  if (h.type == wire::FrameType::announce && h.flags != wire::kFlagClaimed) check(h.offset == 0);
+  const bool credit = (h.flags & wire::kFlagCredit) != 0;
+  const std::uint8_t kind = h.flags & static_cast<std::uint8_t>(~wire::kFlagCredit);
+  const std::uint8_t base = kind & static_cast<std::uint8_t>(~wire::kFlagInline);
+  const bool inline_data = h.type == wire::FrameType::announce && (kind & wire::kFlagInline) != 0;
+  check(kind == 0 || (h.type == wire::FrameType::announce &&
+                      (base == wire::kFlagEager || base == wire::kFlagClaimed)));
+  if (h.type == wire::FrameType::announce && base != wire::kFlagClaimed) check(h.offset == 0);
   if (h.type == wire::FrameType::advert) check(h.msg_id != 0 && h.priority >= 0 && h.length == 0);
-  check(h.aux == 0 || h.type == wire::FrameType::reject);
+  if (credit) {
+    check(h.aux != 0 && h.type != wire::FrameType::reject && h.type != wire::FrameType::credit &&
+          h.type != wire::FrameType::auth && h.type != wire::FrameType::hello);
+  } else {
+    check(h.aux == 0 || h.type == wire::FrameType::reject);
+  }
+  if (inline_data) check(h.length >= 1 && h.length <= wire::kMaxChunkBytes && h.length == h.total);
   switch (h.type) {
     case wire::FrameType::hello: check(h.length >= 1 && h.length <= wire::kMaxHelloBytes); break;
     case wire::FrameType::auth: check(h.length >= 1 && h.length <= wire::kMaxAuthBytes); break;
@@ -51,7 +61,7 @@ void check_header_promises(const wire::Header& h) {
       break;
     case wire::FrameType::reject: check(h.aux != 0 && h.length == 0); break;
     case wire::FrameType::credit: check(h.total != 0 && h.length == 0); break;
-    default: check(h.length == 0); break;
+    default: check(h.length == 0 || inline_data); break;
   }
 }
 

@@ -52,6 +52,13 @@ Status LoopbackEndpoint::post(const wire::Header& header, const std::byte* paylo
   if (pipe_->broken) return Status::Ok();  // dropped; the failure is on its way to both sides
   ++pipe_->frames;
   const Faults& f = pipe_->faults;
+  if (f.tally) {
+    f.tally->by_type[static_cast<std::size_t>(header.type) & 15].fetch_add(1);
+    if (header.type == wire::FrameType::announce && (header.flags & wire::kFlagInline) != 0) {
+      f.tally->inline_announces.fetch_add(1);
+    }
+    if ((header.flags & wire::kFlagCredit) != 0) f.tally->credit_piggybacks.fetch_add(1);
+  }
   if (f.drop_after_frames != 0 && pipe_->frames > f.drop_after_frames) {
     pipe_->broken = true;
     const Status lost(StatusCode::connection_lost,

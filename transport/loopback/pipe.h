@@ -1,7 +1,7 @@
 // Pipe: the shared state of one loopback connection between two endpoints (internal).
 // Thread safety: `mutex` guards every field; an endpoint pointer is dereferenced only on its own
-// side's loop thread (which is the only thread that clears it, in close()). Lock order: pipe
-// mutex before a ProgressEngine's inbox mutex (post() is called with the pipe locked).
+// side's loop thread (which is the only thread that clears it, in close()). post() to a
+// ProgressEngine is called with the pipe locked; the engine's inbox takes no lock.
 #pragma once
 
 #include <cstdint>

@@ -47,7 +47,7 @@ TEST(Wire, LayoutIsLittleEndianAndFixed) {
   EXPECT_EQ(static_cast<int>(b[1]), 'T');
   EXPECT_EQ(static_cast<int>(b[2]), 'A');
   EXPECT_EQ(static_cast<int>(b[3]), 'C');
-  EXPECT_EQ(static_cast<int>(b[4]), 2);  // version (kVersion)
+  EXPECT_EQ(static_cast<int>(b[4]), 3);  // version (kVersion)
   EXPECT_EQ(static_cast<int>(b[6]), 5);  // type credit
   EXPECT_EQ(static_cast<int>(b[32]), 0x08);
   EXPECT_EQ(static_cast<int>(b[39]), 0x01);
@@ -62,7 +62,7 @@ struct BadCase {
 TEST(Wire, RejectsCraftedBadHeaders) {
   const std::vector<BadCase> cases = {
       {"bad magic", [](Header&, HeaderBytes& b) { b[0] = std::byte{'X'}; }, "bad magic"},
-      {"bad version", [](Header& h, HeaderBytes&) { h.version = 3; }, "unsupported wire version 3"},
+      {"bad version", [](Header& h, HeaderBytes&) { h.version = 2; }, "unsupported wire version 2 (this build speaks 3"},
       {"old version", [](Header& h, HeaderBytes&) { h.version = 1; }, "unsupported wire version 1"},
       {"version zero", [](Header& h, HeaderBytes&) { h.version = 0; }, "unsupported wire version 0"},
       {"unknown type", [](Header&, HeaderBytes& b) { b[6] = std::byte{42}; }, "unknown frame type 42"},
@@ -87,6 +87,15 @@ TEST(Wire, RejectsCraftedBadHeaders) {
       {"reject without code", [](Header& h, HeaderBytes&) { h.type = FrameType::reject; h.length = 0; h.aux = 0; }, "REJECT"},
       {"reject bad code", [](Header& h, HeaderBytes&) { h.type = FrameType::reject; h.length = 0; h.aux = 200; }, "REJECT"},
       {"zero credit", [](Header& h, HeaderBytes&) { h.type = FrameType::credit; h.length = 0; h.total = 0; }, "CREDIT"},
+      {"inline on data", [](Header& h, HeaderBytes&) { h.flags = kFlagInline; }, "flags"},
+      {"inline alone", [](Header& h, HeaderBytes&) { h.type = FrameType::announce; h.offset = 0; h.flags = kFlagInline; }, "flags"},
+      {"inline short payload", [](Header& h, HeaderBytes&) { h.type = FrameType::announce; h.offset = 0; h.flags = kFlagEager | kFlagInline; h.total = 10; h.length = 9; }, "inline ANNOUNCE"},
+      {"inline empty", [](Header& h, HeaderBytes&) { h.type = FrameType::announce; h.offset = 0; h.flags = kFlagEager | kFlagInline; h.total = 0; h.length = 0; }, "inline ANNOUNCE"},
+      {"inline huge", [](Header& h, HeaderBytes&) { h.type = FrameType::announce; h.offset = 0; h.flags = kFlagEager | kFlagInline; h.total = kMaxChunkBytes + 1; h.length = kMaxChunkBytes + 1; }, "inline ANNOUNCE"},
+      {"payload on plain announce", [](Header& h, HeaderBytes&) { h.type = FrameType::announce; h.offset = 0; h.flags = kFlagEager; h.total = 1000; }, "no payload"},
+      {"credit flag without bytes", [](Header& h, HeaderBytes&) { h.flags = kFlagCredit; h.aux = 0; }, "zero credit"},
+      {"credit flag on reject", [](Header& h, HeaderBytes&) { h.type = FrameType::reject; h.length = 0; h.flags = kFlagCredit; h.aux = 3; }, "credit flag"},
+      {"credit flag on credit", [](Header& h, HeaderBytes&) { h.type = FrameType::credit; h.length = 0; h.flags = kFlagCredit; h.aux = 3; }, "credit flag"},
   };
   for (const BadCase& c : cases) {
     Header h = data_header();
@@ -100,6 +109,28 @@ TEST(Wire, RejectsCraftedBadHeaders) {
     EXPECT_NE(d.status().message().find(c.expect), std::string::npos)
         << c.name << ": " << d.status().message();
   }
+}
+
+TEST(Wire, InlineAnnounceAndPiggybackedCreditRoundTrip) {
+  Header h;
+  h.type = FrameType::announce;
+  h.flags = kFlagClaimed | kFlagInline | kFlagCredit;
+  h.tag = 7;
+  h.msg_id = 9;
+  h.offset = 4;  // the advert claimed
+  h.total = 8;
+  h.length = 8;
+  h.aux = 4096;  // credit returned
+  Result<Header> d = decode(encode(h));
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->flags, h.flags);
+  EXPECT_EQ(d->aux, 4096u);
+  EXPECT_EQ(d->length, 8u);
+  Header hb;
+  hb.type = FrameType::heartbeat;
+  hb.flags = kFlagCredit;
+  hb.aux = 1;
+  EXPECT_TRUE(decode(encode(hb)).ok());
 }
 
 TEST(Wire, TruncatedHeaders) {
