@@ -337,13 +337,16 @@ TEST_P(DeviceTransport, MoreReceivesThanFlagsWaitForAFreeFlag) {
   for (int m = 0; m < kMessages; ++m) receiver_->recv(from_sender_, 200 + m, ins[m], 0, kBytes, record(&received[m]));
   for (int i = 0; i < 20; ++i) step();
   for (int m = 0; m < kMessages; ++m) sender_->send(to_receiver_, 200 + m, outs[m], 0, kBytes, 0, record(&sent[m]));
+  // Both sides: a send may complete after its receive (an inline frame's on_sent comes a loop
+  // step later), and its callback must not outlive `sent` (it did, under MALLOC_PERTURB_).
   ASSERT_TRUE(pump([&] {
     for (int m = 0; m < kMessages; ++m) {
-      if (!received[m].fired) return false;
+      if (!received[m].fired || !sent[m].fired) return false;
     }
     return true;
   }));
   for (int m = 0; m < kMessages; ++m) {
+    ASSERT_TRUE(sent[m].status.ok()) << m << ": " << sent[m].status.to_string();
     ASSERT_TRUE(received[m].status.ok()) << m << ": " << received[m].status.to_string();
     EXPECT_EQ(dst[m][kBytes - 1], m + 1) << "message " << m;
   }
