@@ -224,6 +224,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         print("no marked commands found" + (f" matching {a.only!r}" if a.only else ""))
         return 1
     counts = {"PASS": 0, "FAIL": 0, "SKIP": 0}
+    failures: List[str] = []
     t_all = time.monotonic()
     works = {}
     lock = BlockLock()
@@ -238,11 +239,15 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"{head}\n  skipped: {detail}", flush=True)
         elif status == "FAIL":
             print(f"{head}\n  {detail}", flush=True)
+            failures.append(f"{head}\n  {detail}")
         else:
             print(head + (f"\n  ran (small): {detail}" if detail else ""), flush=True)
     lock.release()
     for w in works.values():
         shutil.rmtree(w, ignore_errors=True)
+    # Repeated last: meson shows only a long log's last lines, where the skips would hide them.
+    for f in failures:
+        print(f)
     print(f"docs: {counts['PASS']} passed, {counts['FAIL']} failed, {counts['SKIP']} skipped "
           f"(reasons above) in {time.monotonic() - t_all:.0f} s")
     if counts["FAIL"] or errors:

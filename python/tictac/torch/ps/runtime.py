@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Tuple
 
@@ -145,4 +146,21 @@ def _run(model_fn, data_fn, cfg: PSConfig, ctx: Context, store, rank: int, world
         result.stats, result.server_stats, result.params, result.summary = aggregate(
             store, world, cfg.num_ps, cfg.timeout, result.server_stats, result.params, names,
             gather_params=cfg.gather_params, batch_size=cfg.batch_size, log_json=cfg.log_json, trace=cfg.trace)
+    _leave_together(store, world, cfg.timeout)
     return result
+
+
+def _leave_together(store, world: int, timeout: float) -> None:
+    """Waits (bounded by `timeout`) until every rank finished its run. A worker's last gradients
+    have left its host when its sends complete, not reached the server's receives; a worker that
+    then exits closes its connections, and the transport drops what a closed peer sent that no
+    receive had taken yet, so the server failed with "the peer closed the connection (EOF)" on
+    the last gradient mask (1 run in ~80 in CI). The servers arrive here only after consuming
+    everything."""
+    store.add("leaving", 1)
+    deadline = time.monotonic() + timeout
+    while store.add("leaving", 0) < world:
+        if time.monotonic() > deadline:
+            log.warning("tictac.torch.ps: not every rank finished within %.0f s; leaving anyway", timeout)
+            return
+        time.sleep(0.005)
