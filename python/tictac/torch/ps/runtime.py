@@ -146,21 +146,36 @@ def _run(model_fn, data_fn, cfg: PSConfig, ctx: Context, store, rank: int, world
         result.stats, result.server_stats, result.params, result.summary = aggregate(
             store, world, cfg.num_ps, cfg.timeout, result.server_stats, result.params, names,
             gather_params=cfg.gather_params, batch_size=cfg.batch_size, log_json=cfg.log_json, trace=cfg.trace)
-    _leave_together(store, world, cfg.timeout)
+    _leave_together(store, world, rank, cfg.timeout)
     return result
 
 
-def _leave_together(store, world: int, timeout: float) -> None:
+def _leave_together(store, world: int, rank: int, timeout: float) -> None:
     """Waits (bounded by `timeout`) until every rank finished its run. A worker's last gradients
     have left its host when its sends complete, not reached the server's receives; a worker that
     then exits closes its connections, and the transport drops what a closed peer sent that no
     receive had taken yet, so the server failed with "the peer closed the connection (EOF)" on
     the last gradient mask (1 run in ~80 in CI). The servers arrive here only after consuming
-    everything."""
-    store.add("leaving", 1)
+    everything. Rank 0 hosts the TCP store (env:// and tcp:// rendezvous), so it leaves last:
+    after every other rank's final store call. Best effort: the run already succeeded, so a
+    store error here is logged, not raised."""
     deadline = time.monotonic() + timeout
-    while store.add("leaving", 0) < world:
-        if time.monotonic() > deadline:
-            log.warning("tictac.torch.ps: not every rank finished within %.0f s; leaving anyway", timeout)
+
+    def wait_for(key: str, count: int) -> bool:
+        while store.add(key, 0) < count:
+            if time.monotonic() > deadline:
+                log.warning("tictac.torch.ps: not every rank finished within %.0f s; leaving anyway", timeout)
+                return False
+            time.sleep(0.005)
+        return True
+
+    try:
+        store.add("leaving", 1)
+        if not wait_for("leaving", world):
             return
-        time.sleep(0.005)
+        if rank == 0:
+            wait_for("left", world - 1)
+        else:
+            store.add("left", 1)
+    except Exception as e:  # noqa: BLE001 - see above
+        log.warning("tictac.torch.ps: the store failed while leaving the run (%s); the run itself completed", e)
