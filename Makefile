@@ -43,12 +43,15 @@ asan: deps
 # ThreadSanitizer on the suites that exercise our own threads (docs/architecture.md, "Sanitizers
 # in CI"): unit, verbs, conformance, multiproc. Not under TSan: ucx and cuda (uninstrumented
 # third-party threads), cli and bench-smoke (the same libraries, driven from one thread), fuzz,
-# python. Suppressions (third-party code only, each justified): tests/tsan.supp.
+# python. Suppressions (third-party code only, each justified): tests/tsan.supp. The group tests
+# link UCX (the backend registry): UCX's memory hooks (libucm intercepts madvise in every new
+# thread's start) crash under TSan's interceptors, so they are switched off (UCX_MEM_*).
 TSAN_SUITES ?= --suite unit --suite verbs --suite conformance --suite multiproc
 tsan: deps
 	[ -f build-tsan/build.ninja ] || meson setup build-tsan -Dtorch=disabled -Dtensorflow=disabled -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debugoptimized
 	ninja -C build-tsan -j $(JOBS)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/tsan.supp \
+	  UCX_MEM_EVENTS=no UCX_MEM_MALLOC_HOOKS=no UCX_MEM_MMAP_HOOK_MODE=none \
 	  meson test -C build-tsan --print-errorlogs --num-processes $(JOBS) $(TSAN_SUITES); \
 	  status=$$?; scripts/test_summary.py build-tsan $$status && exit $$status
 
