@@ -3,12 +3,14 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 namespace tictac::cuda::testing {
 
-FakeApi::FakeApi(int devices, Status viability) : devices_(devices), viability_(std::move(viability)) {
+FakeApi::FakeApi(int devices, Status viability)
+    : devices_(devices), viability_(std::move(viability)) {
   streams_[nullptr];  // the legacy default stream always exists
 }
 
@@ -51,8 +53,12 @@ void FakeApi::release_hold(Stream s) { held_[s] = true; }
 bool FakeApi::ready(const Op& op) const {
   switch (op.kind) {
     case OpKind::wait_value: {
-      const auto* word = reinterpret_cast<const std::uint32_t*>(op.addr);
-      return static_cast<std::int32_t>(*word - op.value) >= 0;
+      // The host writes the word with an atomic store while the "GPU" polls it, as a real
+      // stream's wait-value reads pinned memory the host updates: read it atomically too.
+      auto* word = reinterpret_cast<std::uint32_t*>(op.addr);
+      const std::uint32_t now =
+          std::atomic_ref<std::uint32_t>(*word).load(std::memory_order_acquire);
+      return static_cast<std::int32_t>(now - op.value) >= 0;
     }
     case OpKind::wait_event:
       return events_.at(op.event).completed >= op.generation;
@@ -161,7 +167,8 @@ Result<Stream> FakeApi::create_stream() {
 
 Status FakeApi::destroy_stream(Stream stream) {
   TICTAC_RETURN_IF_ERROR(enter("destroy_stream"));
-  if (stream == nullptr || streams_.erase(stream) == 0) return invalid_argument("unknown fake stream");
+  if (stream == nullptr || streams_.erase(stream) == 0)
+    return invalid_argument("unknown fake stream");
   --streams_created_;
   return Status::Ok();
 }
