@@ -41,6 +41,14 @@ struct BatchState {
 };
 thread_local std::unordered_map<const void*, BatchState> t_batches;
 
+// This thread's SeqScope: the group, the collective's ticket, the sequence numbers taken.
+struct ActiveScope {
+  const void* group = nullptr;
+  std::uint64_t ticket = 0;
+  int used = 0;
+};
+thread_local ActiveScope t_scope;
+
 }  // namespace
 
 Group::Group(GroupOptions options, std::unique_ptr<transport::Context> context)
@@ -198,8 +206,22 @@ void Group::after_device_submit() {
 
 void Group::cancel(transport::RequestId id) { context_->cancel(id); }
 
+std::uint64_t Group::next_collective_seq() {
+  if (t_scope.group != this) return collective_seq_++;
+  TICTAC_CHECK(t_scope.used < kScopedSeqCalls,
+               "a collective under one SeqScope took more than 256 sequence numbers");
+  return scoped_seq(t_scope.ticket, t_scope.used++);
+}
+
+Group::SeqScope::SeqScope(Group& group, std::uint64_t ticket) {
+  TICTAC_CHECK(t_scope.group == nullptr, "Group::SeqScope nested on one thread");
+  t_scope = ActiveScope{&group, ticket, 0};
+}
+
+Group::SeqScope::~SeqScope() { t_scope = ActiveScope{}; }
+
 Status Group::barrier(transport::Priority priority) {
-  const std::uint64_t seq = collective_seq_++;
+  const std::uint64_t seq = next_collective_seq();
   int step = 0;
   for (int k = 1; k < size(); k *= 2, ++step) {
     Flow f(*this, "barrier #" + std::to_string(seq), priority);
@@ -215,7 +237,7 @@ Status Group::broadcast(void* data, std::size_t bytes, int root, transport::Prio
     return invalid_argument("broadcast root " + std::to_string(root) + " is outside a group of " +
                             std::to_string(size()));
   }
-  const std::uint64_t seq = collective_seq_++;
+  const std::uint64_t seq = next_collective_seq();
   if (size() == 1) return Status::Ok();
   Flow f(*this, "broadcast #" + std::to_string(seq) + " from rank " + std::to_string(root),
          priority);
@@ -236,7 +258,7 @@ Status Group::allreduce(void* data, std::size_t count, std::size_t elem_size,
 
 Status Group::allgather(const void* in, std::size_t bytes, void* out,
                         transport::Priority priority) {
-  const std::uint64_t seq = collective_seq_++;
+  const std::uint64_t seq = next_collective_seq();
   auto* dst = static_cast<std::byte*>(out);
   if (bytes > 0) std::memmove(dst + static_cast<std::size_t>(rank()) * bytes, in, bytes);
   if (size() == 1) return Status::Ok();

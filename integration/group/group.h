@@ -119,9 +119,22 @@ class Group {
   Status allgather(const void* in, std::size_t bytes, void* out,
                    transport::Priority priority = kCollectivePriority);
 
-  // The sequence number of the next collective (its tags); collective thread only. Every
-  // collective takes exactly one or more, the same on every rank.
-  std::uint64_t next_collective_seq() { return collective_seq_++; }
+  // The sequence number of the next collective (its tags). Every collective takes one or more,
+  // the same on every rank. Inside a SeqScope on this thread the numbers derive from the scope's
+  // ticket (scope.h: kScopedSeqBit | ticket << 8 | i for the scope's i-th, at most 256), so
+  // collectives running on several threads at once take the same numbers on every rank;
+  // outside one they come from the group's own counter (one collective thread at a time).
+  std::uint64_t next_collective_seq();
+
+  // Marks this thread as running the collective that every rank gave `ticket` (its index in the
+  // group's posting order, collective_scheduler.h) until destroyed. One per thread at a time.
+  class SeqScope {
+   public:
+    SeqScope(Group& group, std::uint64_t ticket);
+    ~SeqScope();
+    SeqScope(const SeqScope&) = delete;
+    SeqScope& operator=(const SeqScope&) = delete;
+  };
 
   // Cancels everything pending and closes connections; idempotent.
   void close();

@@ -151,7 +151,12 @@ TicTacBackend::TicTacBackend(const c10::intrusive_ptr<c10d::Store>& store, int r
                                           created.status().message());
   }
   group_ = std::move(*created);
-  collectives_ = std::make_unique<group::SerialExecutor>("tictac-coll");
+  Result<int> concurrency = group::CollectiveScheduler::configured_concurrency();
+  if (!concurrency.ok()) {
+    group_.reset();
+    C10_THROW_ERROR(DistBackendError, "tictac: " + concurrency.status().message());
+  }
+  collectives_ = std::make_unique<group::CollectiveScheduler>("tictac-coll", *concurrency);
   completions_ = std::make_unique<group::SerialExecutor>("tictac-done");
 }
 
@@ -276,18 +281,61 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::collective(c10d::OpType op,
       if (t.device().is_cuda()) ready.push_back(record_on_current_stream(t));
     }
   }
-  group::SerialExecutor* done_exec = completions_.get();
-  collectives_->post([work, body = std::move(body), ready, done_exec, priority]() mutable {
-    for (const auto& ev : ready) ev->synchronize();
-    Status s;
-    try {
-      s = body(priority);
-    } catch (const std::exception& e) {
-      s = Status(StatusCode::internal, e.what());
+  // With a priority override (and not a barrier, whose point is to wait for what came before),
+  // the collective may run alongside other such ones; a tensor shared with one still running
+  // makes it a fence, so two ops on one tensor never overlap.
+  std::vector<const void*> storages;
+  bool concurrent = false;
+  if (group::PriorityTable::thread_priority().has_value() && op != c10d::OpType::BARRIER) {
+    for (const std::vector<at::Tensor>* list : {&std::as_const(outputs), &inputs}) {
+      for (const at::Tensor& t : *list) {
+        if (t.defined() && t.has_storage()) storages.push_back(t.storage().data());
+      }
     }
-    done_exec->post([work, s] { work->complete(s, -1); });
-  });
+    concurrent = claim_storages(storages);
+    if (!concurrent) storages.clear();
+  }
+  group::SerialExecutor* done_exec = completions_.get();
+  group::Group* g = group_.get();
+  const bool posted = collectives_->post(
+      concurrent, [this, g, work, body = std::move(body), ready, done_exec, priority,
+                   storages](std::uint64_t ticket) mutable {
+        for (const auto& ev : ready) ev->synchronize();
+        Status s;
+        try {
+          group::Group::SeqScope scope(*g, ticket);
+          s = body(priority);
+        } catch (const std::exception& e) {
+          s = Status(StatusCode::internal, e.what());
+        }
+        release_storages(storages);
+        done_exec->post([work, s] { work->complete(s, -1); });
+      });
+  if (!posted) {
+    release_storages(storages);
+    done_exec->post([work] {
+      work->complete(Status(StatusCode::cancelled, "the process group was shut down"), -1);
+    });
+  }
   return work;
+}
+
+bool TicTacBackend::claim_storages(const std::vector<const void*>& storages) {
+  std::lock_guard lock(busy_mu_);
+  for (const void* p : storages) {
+    if (busy_storages_.count(p) > 0) return false;
+  }
+  for (const void* p : storages) ++busy_storages_[p];
+  return true;
+}
+
+void TicTacBackend::release_storages(const std::vector<const void*>& storages) {
+  if (storages.empty()) return;
+  std::lock_guard lock(busy_mu_);
+  for (const void* p : storages) {
+    auto it = busy_storages_.find(p);
+    if (it != busy_storages_.end() && --it->second == 0) busy_storages_.erase(it);
+  }
 }
 
 c10::intrusive_ptr<c10d::Work> TicTacBackend::barrier(const c10d::BarrierOptions&) {
