@@ -224,7 +224,7 @@ Status Group::barrier(transport::Priority priority) {
   const std::uint64_t seq = next_collective_seq();
   int step = 0;
   for (int k = 1; k < size(); k *= 2, ++step) {
-    Flow f(*this, "barrier #" + std::to_string(seq), priority);
+    Flow f(*this, "barrier #" + seq_text(seq), priority);
     f.send(0, mod(rank() + k, size()), collective_tag(seq, step), nullptr, 0);
     f.recv(0, mod(rank() - k, size()), collective_tag(seq, step), nullptr, 0);
     TICTAC_RETURN_IF_ERROR(f.wait_all());
@@ -239,7 +239,7 @@ Status Group::broadcast(void* data, std::size_t bytes, int root, transport::Prio
   }
   const std::uint64_t seq = next_collective_seq();
   if (size() == 1) return Status::Ok();
-  Flow f(*this, "broadcast #" + std::to_string(seq) + " from rank " + std::to_string(root),
+  Flow f(*this, "broadcast #" + seq_text(seq) + " from rank " + std::to_string(root),
          priority);
   if (rank() == root) {
     for (int r = 0; r < size(); ++r) {
@@ -262,7 +262,7 @@ Status Group::allgather(const void* in, std::size_t bytes, void* out,
   auto* dst = static_cast<std::byte*>(out);
   if (bytes > 0) std::memmove(dst + static_cast<std::size_t>(rank()) * bytes, in, bytes);
   if (size() == 1) return Status::Ok();
-  Flow f(*this, "allgather #" + std::to_string(seq), priority);
+  Flow f(*this, "allgather #" + seq_text(seq), priority);
   for (int k = 1; k < size(); ++k) {
     const int to = mod(rank() + k, size());
     const int from = mod(rank() - k, size());

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace tictac::group {
 
@@ -28,6 +29,20 @@ inline constexpr int kScopedSeqCalls = 1 << 8;
 inline std::uint64_t scoped_seq(std::uint64_t ticket, int call) {
   return kScopedSeqBit | ((ticket & ((kScopedSeqBit >> 8) - 1)) << 8) |
          static_cast<std::uint64_t>(call & (kScopedSeqCalls - 1));
+}
+
+// A sequence number as error messages show it: "12" (the group's counter) or "c12" / "c12.1"
+// (the collective of ticket 12, its first / second sequence number).
+inline std::string seq_text(std::uint64_t seq) {
+  if ((seq & kScopedSeqBit) == 0) return std::to_string(seq);
+  const std::uint64_t call = seq & (kScopedSeqCalls - 1);
+  std::string out(1, 'c');
+  out.append(std::to_string((seq & ~kScopedSeqBit) >> 8));
+  if (call > 0) {
+    out.push_back('.');
+    out.append(std::to_string(call));
+  }
+  return out;
 }
 
 inline bool is_collective_tag(std::uint64_t tag) { return (tag & kCollectiveBit) != 0; }

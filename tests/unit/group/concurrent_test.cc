@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <future>
+#include <latch>
 #include <thread>
 
 #include "integration/group/collective_scheduler.h"
@@ -195,6 +196,7 @@ Overtake run_overtake(int n, int concurrency, bool enforce_priority, const std::
     for (std::size_t i = 0; i < kSmall; ++i) s->small[i] = value(r, i + 7);
     st.push_back(std::move(s));
   }
+  std::latch all_moving(n);
   std::vector<std::thread> posters;
   for (int r = 0; r < n; ++r) {
     posters.emplace_back([&, r] {
@@ -211,9 +213,10 @@ Overtake run_overtake(int n, int concurrency, bool enforce_priority, const std::
         s.big_done = true;
         s.big_status.set_value(status);
       });
-      // Post the small one once the big one is moving (or finished: concurrency 1 may not
-      // start... it does start: the big one is first).
+      // Post the small one once the big one is moving on this rank, at the same moment on
+      // every rank (so the small ring does not wait for a late rank while the big one runs).
       eventually([&] { return s.big_reduced.load() > 0 || s.big_done.load(); });
+      all_moving.arrive_and_wait();
       s.at_post = s.big_reduced.load();
       sched.post(true, [&](std::uint64_t ticket) {
         Group::SeqScope scope(g, ticket);
@@ -267,8 +270,10 @@ Overtake run_overtake(int n, int concurrency, bool enforce_priority, const std::
 }
 
 // The criterion: the small one overtakes (finishes first, the big one moved less than this
-// share of what it had left meanwhile).
-constexpr double kMaxBigShare = 0.5;
+// share of what it had left meanwhile). Measured on the shared 2-core machine: 0.2-0.5 with
+// priorities (chunks already in the window and socket, thread wake-ups under load), 1.0
+// without (the small one's pieces queue behind every queued piece of the big one).
+constexpr double kMaxBigShare = 0.8;
 bool overtook(const Overtake& o) { return o.small_first && o.big_share < kMaxBigShare; }
 
 TEST(ConcurrentCollectives, HighPriorityAllreduceOvertakesABigOneAtDefaults) {
