@@ -25,6 +25,7 @@ if not tictac.torch.available():  # pragma: no cover
     pytest.skip(f"the tictac extension is not built: {tictac.torch._C_ERROR}", allow_module_level=True)
 
 N_BIG = 32 << 20       # float32 elements: 128 MiB
+ATTEMPTS = 3
 MAX_BIG_SHARE = 0.8    # of its remaining reduce-scatter the big one may move while the small runs
 # (measured: 0.1-0.5 at the defaults, where in-flight chunks and thread wake-ups on a loaded
 # machine let some of it pass; >= 0.95 with TICTAC_PRIORITY=0, where all of it goes first)
@@ -104,12 +105,18 @@ def _overtook(res):
 def test_high_priority_allreduce_overtakes_a_big_one():
     """Defaults: the small all-reduce, posted second, completes first on every rank, and the big
     one moved less than half of what it had left while the small one ran."""
-    res = run_ranks(_overtake, world=2, timeout=300,
-                    env={"TICTAC_COLL_CONCURRENCY": "", "TICTAC_PRIORITY": ""})
-    print("overtake at defaults:", res)
-    for rank, (first, moved) in enumerate(_overtook(res)):
-        assert first, f"rank {rank}: {res[rank]}"
-        assert moved < MAX_BIG_SHARE, f"rank {rank}: big moved {moved:.2f} meanwhile: {res[rank]}"
+    # Up to ATTEMPTS: a starved thread on a loaded machine can only delay the small one, never
+    # make it overtake, so one success proves the mechanism (the counter-checks are structural:
+    # they fail whatever the load).
+    seen = []
+    for _attempt in range(ATTEMPTS):
+        res = run_ranks(_overtake, world=2, timeout=300,
+                        env={"TICTAC_COLL_CONCURRENCY": "", "TICTAC_PRIORITY": ""})
+        print("overtake at defaults:", res)
+        seen.append(res)
+        if all(first and moved < MAX_BIG_SHARE for first, moved in _overtook(res)):
+            return
+    raise AssertionError(f"the small all-reduce never overtook the big one: {seen}")
 
 
 def test_counter_check_one_collective_at_a_time():
