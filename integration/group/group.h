@@ -11,7 +11,8 @@
 // arrive in send order. recv from kAnyRank reports the source rank. A dead peer fails every
 // pending and later request on it with connection_lost naming the rank.
 // Collectives: every rank calls the same collectives in the same order, from one thread at a
-// time (the adapter's collective thread). They block until done or the group timeout, and on a
+// time (the adapter's collective thread), or from several threads at once when each runs
+// under a SeqScope with the collective's ticket (collective_scheduler.h). They block until done or the group timeout, and on a
 // timeout or peer failure cancel what they posted and return an error naming the ranks
 // involved; buffers are never touched after they return.
 // Buffers: the caller keeps them alive until `done` fires (p2p) or the call returns.

@@ -11,9 +11,11 @@ What it does (ByteScheduler / P3's idea, with the order from TicTac's policies):
 - Gradients are all-reduced in buckets of parameters that are consecutive in the policy's order
   (tic / tac from the traced graph, layer = recorded execution order, fifo = declaration order),
   each at its bucket's priority (the position of its first parameter in that order: the
-  parameters the next forward pass needs first are sent first; on the tictac backend a queued
-  high-priority chunk goes before lower ones). Buckets are launched in one fixed order on every
-  rank (reverse policy order, as backward produces them), so collectives always match.
+  parameters the next forward pass needs first are sent first; on the tictac backend the
+  prioritised all-reduces run concurrently, TICTAC_COLL_CONCURRENCY, and a queued high-priority
+  chunk goes before lower ones, so a later bucket overtakes a big earlier one mid-ring). Buckets
+  are launched in one fixed order on every rank (reverse policy order, as backward produces
+  them), so collectives always match.
 - ``optimizer.step()`` does not block: each bucket's update is applied when the next forward
   pass reaches the first module that owns one of its parameters (a forward pre-hook waits for
   that bucket's all-reduce only), so the next forward overlaps the tail of this iteration's
