@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -87,6 +88,7 @@ class OrderedDDP(nn.Module):
         self._owned: Dict[nn.Module, List[Bucket]] = {}
         self.order: List[str] = []
         self.stats = {"launched": 0, "applied_in_forward": 0, "applied_eagerly": 0}
+        self.wait_ms: Dict[int, float] = {}  # bucket index -> ms spent waiting for its all-reduce
         with torch.no_grad():
             for t in list(module.parameters()) + list(module.buffers()):
                 dist.broadcast(t, src=self._src, group=group)
@@ -206,6 +208,12 @@ class OrderedDDP(nn.Module):
     def _apply(self, b: Bucket) -> bool:
         if not b.pending:
             return False
+        if b.work is not None:
+            t0 = time.perf_counter()
+            b.work.wait()
+            # Where the next forward waits for communication (diagnostics: bench/e2e logs it).
+            waited = (time.perf_counter() - t0) * 1e3
+            self.wait_ms[b.index] = self.wait_ms.get(b.index, 0.0) + waited
         grads = reduced_grads(b, self._world)
         self._optims[b.index].step(grads)
         b.pending = False
