@@ -77,13 +77,13 @@ class CollectiveScheduler {
   std::string name_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Pending> pending_;      // guarded by mu_
-  std::uint64_t next_ticket_ = 0;    // guarded by mu_
-  int running_ = 0;                  // guarded by mu_
-  bool fence_running_ = false;       // guarded by mu_
-  bool stopping_ = false;            // guarded by mu_
-  int max_running_ = 0;              // guarded by mu_
-  std::uint64_t finished_ = 0;       // guarded by mu_
+  std::deque<Pending> pending_;    // guarded by mu_
+  std::uint64_t next_ticket_ = 0;  // guarded by mu_
+  int running_ = 0;                // guarded by mu_
+  bool fence_running_ = false;     // guarded by mu_
+  bool stopping_ = false;          // guarded by mu_
+  int max_running_ = 0;            // guarded by mu_
+  std::uint64_t finished_ = 0;     // guarded by mu_
   std::vector<std::thread> threads_;
 };
 

@@ -66,7 +66,8 @@ TEST(CollectiveScheduler, FifoStartBoundedConcurrencyAndFences) {
     return [&, fence](std::uint64_t ticket) {
       const int now = ++running;
       int p = peak.load();
-      while (now > p && !peak.compare_exchange_weak(p, now)) {}
+      while (now > p && !peak.compare_exchange_weak(p, now)) {
+      }
       if (fence && now != 1) ++fence_saw_others;
       {
         std::lock_guard l(mu);
@@ -168,10 +169,10 @@ std::int64_t value(int rank, std::size_t i) {
 }
 
 struct Overtake {
-  bool ok = true;                 // every collective succeeded with the right sums
-  bool small_first = true;        // on every rank the small one finished before the big one
-  double big_share = 0;           // max over ranks: share of the big one's remaining
-                                  // reduce-scatter elements reduced while the small one ran
+  bool ok = true;           // every collective succeeded with the right sums
+  bool small_first = true;  // on every rank the small one finished before the big one
+  double big_share = 0;     // max over ranks: share of the big one's remaining
+                            // reduce-scatter elements reduced while the small one ran
   std::string detail;
 };
 
@@ -239,7 +240,8 @@ Overtake run_overtake(int n, int concurrency, bool enforce_priority, const std::
     });
   }
   for (auto& t : posters) t.join();
-  const std::uint64_t rs_total = (kBig / static_cast<std::size_t>(n)) * static_cast<std::size_t>(n - 1);
+  const std::uint64_t rs_total =
+      (kBig / static_cast<std::size_t>(n)) * static_cast<std::size_t>(n - 1);
   for (int r = 0; r < n; ++r) {
     RankState& s = *st[static_cast<std::size_t>(r)];
     const Status b = s.big_status.get_future().get();
@@ -253,8 +255,9 @@ Overtake run_overtake(int n, int concurrency, bool enforce_priority, const std::
     const double moved = static_cast<double>(s.at_small_done - s.at_post);
     out.big_share = std::max(out.big_share, remaining > 0 ? moved / remaining : 1.0);
     out.detail += " rank " + std::to_string(r) + ": big reduced " + std::to_string(s.at_post) +
-                  " at post, " + std::to_string(s.at_small_done) + " when the small one finished, of " +
-                  std::to_string(rs_total) + (s.big_done_at_small_done ? " (big already done)" : "") + ";";
+                  " at post, " + std::to_string(s.at_small_done) +
+                  " when the small one finished, of " + std::to_string(rs_total) +
+                  (s.big_done_at_small_done ? " (big already done)" : "") + ";";
   }
   for (std::size_t i = 0; i < kBig && out.ok; i += 4099) {
     std::int64_t want = 0;
@@ -301,8 +304,8 @@ TEST(ConcurrentCollectives, HighPriorityAllreduceOvertakesABigOneAtDefaults) {
     const Overtake on = run_overtake(2, *k, true, "ovt-on" + std::to_string(attempt) + "/");
     ASSERT_TRUE(on.ok) << on.detail;
     any = overtook(on);
-    std::printf("[ overtake ] concurrency %d: big share while the small one ran %.3f (%s)\n",
-                *k, on.big_share, on.detail.c_str());
+    std::printf("[ overtake ] concurrency %d: big share while the small one ran %.3f (%s)\n", *k,
+                on.big_share, on.detail.c_str());
     seen += " attempt " + std::to_string(attempt) + ": share " + std::to_string(on.big_share) +
             (on.small_first ? "" : " (small not first)") + ";";
   }
