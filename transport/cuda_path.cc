@@ -248,12 +248,14 @@ void CudaPath::issue_copies(RequestId id, Entry& e) {
 
 Result<std::uint64_t> CudaPath::copy_piece(Entry& e, std::size_t n) {
   cuda::StagingPool& staging = *e.dev->staging;
-  Lock lock(e.dev->mutex);
+  std::unique_lock<std::mutex> lock(e.dev->mutex);
   if (e.send && e.after_gate) return staging.copy_to_host_after_gate(e.user->data() + e.issued, n);
   if (e.send) return staging.copy_to_host(e.user->data() + e.issued, n, e.route.stream);
   Result<cuda::StagingBuffer> b = staging.acquire();
   if (!b.ok()) return b.status();
+  lock.unlock();  // the buffer is lent to this thread: fill it without holding up submitters
   std::memcpy(b->host, e.shadow.get() + e.issued, n);
+  lock.lock();
   Result<std::uint64_t> copy = staging.copy_to_device(*b, n, e.user->data() + e.issued, e.route.stream);
   if (!copy.ok()) (void)staging.release(*b);  // refused (harmlessly) when the copy was enqueued anyway
   return copy;
