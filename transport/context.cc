@@ -185,9 +185,14 @@ RequestId Context::submit(bool is_send, PeerId peer, Tag tag, const MemoryRegion
   if (device && range.ok()) {
     route.device = region.desc().cuda_device;
     route.stream = region.desc().cuda_stream;
-    // Set-up on this thread (a no-op once done), so that the loop never blocks in CUDA.
+    // Set-up on this thread (a no-op once done), so that the loop never blocks in CUDA; then the
+    // producer gate / consumer wait, so that the stream is ordered at this call (cuda_path.h).
     Result<CudaDevice*> dev = cuda_->prepare(route.device);
-    if (!dev.ok()) range = dev.status();
+    if (!dev.ok()) {
+      range = dev.status();
+    } else {
+      range = enqueue_at_submit(**dev, is_send, route);
+    }
   }
   auto req = std::make_unique<Request>(id, is_send ? RequestKind::send : RequestKind::recv, peer,
                                        tag, region.data() + (range.ok() ? offset : 0), length,

@@ -307,11 +307,19 @@ Request* Core::adopt_device(std::unique_ptr<Request> req) {
 }
 
 void Core::send_device(std::unique_ptr<Request> req, const DeviceRoute& route) {
-  if (Request* r = adopt_device(std::move(req))) cuda_->send(r, route);
+  if (Request* r = adopt_device(std::move(req))) {
+    cuda_->send(r, route);
+  } else {
+    cuda_->drop(route);
+  }
 }
 
 void Core::recv_device(std::unique_ptr<Request> req, const DeviceRoute& route) {
-  if (Request* r = adopt_device(std::move(req))) cuda_->recv(r, route);
+  if (Request* r = adopt_device(std::move(req))) {
+    cuda_->recv(r, route);
+  } else {
+    cuda_->drop(route);
+  }
 }
 
 void Core::cancel(RequestId id) {

@@ -92,10 +92,8 @@ class Group {
   Result<std::shared_ptr<transport::MemoryRegion>> register_device(void* data, std::size_t bytes,
                                                                    int device, void* stream);
   // p2p on a registered region (host or device); the group keeps `region` alive until `done`.
-  // For a device region these return only once the transport's loop has taken the request, so
-  // the stream ordering above holds from the moment they return (the loop enqueues the stream
-  // wait and the producer gate; without this fence a consumer kernel enqueued right after
-  // recv_region() could run before the wait). Inside a batch, at the outermost end_batch().
+  // For a device region the stream ordering above holds from the moment they return: the
+  // transport enqueues the stream wait and the producer gate on this thread (also in a batch).
   transport::RequestId send_region(int dst, std::uint64_t tag,
                                    std::shared_ptr<transport::MemoryRegion> region,
                                    transport::Priority priority, Done done);
@@ -104,7 +102,6 @@ class Group {
   // Batches (transport::Context::begin_batch/end_batch): this thread's send/recv/cancel calls
   // between them reach the transport's loop as one task, so its send queue orders every send of
   // the batch before the first chunk leaves. They nest; other threads are not affected.
-  // A device transfer in a batch is fenced (see register_device) at the outermost end_batch().
   void begin_batch();
   void end_batch();
 
@@ -129,9 +126,6 @@ class Group {
  private:
   Group(GroupOptions options, std::unique_ptr<transport::Context> context);
   std::string describe_rank(int rank) const;
-  // Returns once the loop ran every task posted before (one round trip through the loop).
-  void fence_loop();
-  void after_device_submit();
 
   GroupOptions options_;
   std::unique_ptr<transport::Context> context_;
