@@ -49,15 +49,18 @@ class TcpBackend final : public Backend {
   }
 
   Result<std::string> listen(std::string_view address, AcceptFn on_accept) override {
-    AcceptFn shaped = [engine = engine_, on_accept = std::move(on_accept)](std::unique_ptr<Endpoint> ep) {
-      Result<std::unique_ptr<Endpoint>> w = shaping::ShapingEndpoint::wrap_if_limited(*engine, std::move(ep));
+    AcceptFn shaped = [engine = engine_,
+                       on_accept = std::move(on_accept)](std::unique_ptr<Endpoint> ep) {
+      Result<std::unique_ptr<Endpoint>> w =
+          shaping::ShapingEndpoint::wrap_if_limited(*engine, std::move(ep));
       if (w.ok()) {
         on_accept(std::move(w).value());
       } else {  // TICTAC_RATE_LIMIT was changed to a bad value after attach(): refuse the peer
         TICTAC_LOG(error) << "tcp: closing an accepted connection: " << w.status().to_string();
       }
     };
-    Result<std::unique_ptr<TcpListener>> l = TcpListener::open(*engine_, address, std::move(shaped));
+    Result<std::unique_ptr<TcpListener>> l =
+        TcpListener::open(*engine_, address, std::move(shaped));
     TICTAC_RETURN_IF_ERROR(l);
     std::string bound = "tcp://" + (*l)->address();
     listeners_.push_back(std::move(l).value());
@@ -66,7 +69,8 @@ class TcpBackend final : public Backend {
 
   void connect(std::string_view address, Clock::time_point deadline, ConnectFn on_done) override {
     const std::uint64_t id = next_connector_++;
-    ConnectFn shaped = [engine = engine_, on_done = std::move(on_done)](Result<std::unique_ptr<Endpoint>> ep) {
+    ConnectFn shaped = [engine = engine_,
+                        on_done = std::move(on_done)](Result<std::unique_ptr<Endpoint>> ep) {
       if (ep.ok()) ep = shaping::ShapingEndpoint::wrap_if_limited(*engine, std::move(ep).value());
       on_done(std::move(ep));
     };
