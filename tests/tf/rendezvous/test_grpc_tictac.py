@@ -9,7 +9,8 @@ on loopback (ps_train.py), the only change between runs being ``protocol=``.
   step, the PS sends every weight in TIC order (out_of_order 0, strict); counter-check,
   TICTAC_PRIORITY=0 (the transport ignores priorities): out of order >= 3 in the same steps.
 - TICTAC_TF_POLICY=tac (profiled op times from TICTAC_TF_OP_TIMES): the PS's sends carry TAC's
-  priorities and leave in that order after step 1; without TICTAC_TF_OP_TIMES the server
+  priorities and leave in that order after step 1 (counter-check TICTAC_PRIORITY=0: >= 3 out of
+  TAC order); without TICTAC_TF_OP_TIMES the server
   refuses to start with an InvalidArgumentError naming it.
 - A killed PS: the worker's step fails with UnavailableError naming the PS task, within
   TICTAC_TIMEOUT.
@@ -64,6 +65,9 @@ def runs(tmp_path_factory):
         "tac": tc.Cluster(base / "tac", "grpc+tictac", workers=1,
                           extra_env={**ORDER_ENV, "TICTAC_TF_POLICY": "tac", "TICTAC_TF_TRACE": "1",
                                      "TICTAC_TF_OP_TIMES": str(_op_times(base))}, args=ORDER_ARGS),
+        "tac_fifo": tc.Cluster(base / "tac_fifo", "grpc+tictac", workers=1,
+                               extra_env={**ORDER_ENV, "TICTAC_TF_POLICY": "tac", "TICTAC_PRIORITY": "0",
+                                          "TICTAC_TF_OP_TIMES": str(_op_times(base))}, args=ORDER_ARGS),
         "kill": tc.Cluster(base / "kill", "grpc+tictac", workers=1,
                            extra_env={"TICTAC_TIMEOUT": f"{KILL_TIMEOUT_S}s"}, worker_args=["--forever"]),
     }
@@ -157,7 +161,8 @@ def test_ps_sends_in_tic_order(runs):
 def test_ps_sends_in_tac_order(runs):
     """TICTAC_TF_POLICY=tac (TAC from TICTAC_TF_OP_TIMES on the worker's graph): the PS sends
     carry TAC's priorities (more than one level, from its trace) and, after step 1, leave in
-    that order. (TAC vs TIC on a graph where they differ: the tf_graph_priorities gtest.)"""
+    that order; with TICTAC_PRIORITY=0 at least 3 are not. (TAC vs TIC on a graph where they
+    differ: the tf_graph_priorities gtest.)"""
     c = _ok(runs, "tac")
     tac = c.json("ps")
     assert tac["sent_tensors"] >= 16 and tac["after_step1"], tac
@@ -165,9 +170,15 @@ def test_ps_sends_in_tac_order(runs):
     sent = [line for line in ps_log.splitlines() if line.startswith("tictac-tf sent ")]
     prios = {line.split("priority=")[1].split()[0] for line in sent}
     assert len(prios) >= 2, ("TAC priorities did not reach the sender", prios, sent[:8])
+    fifo = _ok(runs, "tac_fifo").json("ps")
+    assert fifo["after_step1"], fifo
     late = tac["out_of_order"] - tac["after_step1"]["out_of_order"]
-    print("tac: priorities seen", sorted(prios, key=int), "out_of_order after step 1", late, flush=True)
+    late_fifo = fifo["out_of_order"] - fifo["after_step1"]["out_of_order"]
+    print("tac: priorities seen", sorted(prios, key=int), "out_of_order after step 1", late,
+          "; with TICTAC_PRIORITY=0", late_fifo, flush=True)
     assert late == 0, tac
+    # counter-check: without priorities TF's own fetch order breaks TAC's
+    assert late_fifo >= 3, fifo
 
 
 def test_tac_without_op_times_is_a_clear_error(tmp_path):
