@@ -14,11 +14,14 @@ ChunkTuner::ChunkTuner(ChunkTunerConfig config)
   TICTAC_CHECK(config_.min_window > 0 && config_.min_window <= config_.max_window, "bad window bounds");
 }
 
-void ChunkTuner::on_done(std::uint64_t bytes, Time popped, Time done, bool busy_after) {
+namespace {
+constexpr std::size_t kMaxSeen = 4096;
+}  // namespace
+
+void ChunkTuner::on_done(std::uint64_t bytes, std::uint64_t ahead_bytes, Time popped, Time done,
+                         bool busy_after) {
   if (!config_.auto_chunk && !config_.auto_window) return;
-  const Time latency = std::max(Time{0}, done - popped);
-  if (!have_min_ || latency < min_latency_) min_latency_ = latency;
-  have_min_ = true;
+  if (seen_.size() < kMaxSeen) seen_.push_back({std::max(Time{0}, done - popped), bytes + ahead_bytes});
   if (have_last_ && last_busy_ && done >= last_done_) {
     acc_time_ += done - last_done_;
     acc_bytes_ += bytes;
@@ -34,16 +37,18 @@ void ChunkTuner::finish_sample() {
   const double seconds = std::chrono::duration<double>(acc_time_).count();
   const double sample_rate = static_cast<double>(acc_bytes_) / seconds;
   rate_ = samples_ == 0 ? sample_rate : (rate_ + sample_rate) / 2;
-  base_ = min_latency_;
+  double delay_s = 1e9;
+  for (const Seen& x : seen_) {
+    const double own = std::chrono::duration<double>(x.latency).count() - static_cast<double>(x.through) / rate_;
+    delay_s = std::min(delay_s, std::max(0.0, own));
+  }
+  base_ = std::chrono::duration_cast<Time>(std::chrono::duration<double>(delay_s));
   ++samples_;
   acc_bytes_ = 0;
   acc_time_ = Time{0};
   acc_chunks_ = 0;
-  have_min_ = false;
+  seen_.clear();
 
-  // The backend's own delay, beyond the transmission of the chunks the sample saw.
-  const double old_chunk_s = static_cast<double>(chunk_) / rate_;
-  const double delay_s = std::max(0.0, std::chrono::duration<double>(base_).count() - old_chunk_s);
   if (config_.auto_chunk) {
     const double ideal = rate_ * std::chrono::duration<double>(config_.target).count();
     if (ideal >= static_cast<double>(chunk_) * 2 || ideal <= static_cast<double>(chunk_) / 2) {

@@ -8,14 +8,15 @@
 //  - rate: bytes completed over busy time (intervals between completions that began with the
 //    device busy; idle gaps are not counted, so an application that sends little does not read as
 //    a slow link). Smoothed: new = (old + sample) / 2.
-//  - base latency: the smallest pop-to-completion time in the sample (the backend's own delay,
-//    the round trip where completion means delivery; about one chunk time on TCP, whose chunk
-//    completes once the kernel took it).
+//  - backend delay: the smallest, over the sample, of a chunk's pop-to-completion time minus the
+//    time the link needed for it and the bytes in flight ahead of it at the sampled rate (what is
+//    left is the backend's own delay: the round trip where completion means delivery; about 0 on
+//    TCP, whose chunk completes once the kernel took it).
 // Choices (each only where auto; a fixed value is never changed):
 //  - chunk = rate x `target` (the pre-emption latency one chunk adds), rounded to a power of two
 //    and clamped to [min_chunk, max_chunk]; changed only when the ideal size leaves
 //    (chunk / 2, chunk x 2) (hysteresis: no flapping between neighbouring powers of two).
-//  - window = 1 + ceil(max(0, base - chunk time) / chunk time), clamped to [min_window,
+//  - window = 1 + ceil(delay / chunk time), clamped to [min_window,
 //    max_window]: enough chunks that the ones still in flight cover the backend's delay and the
 //    link stays full, no more (every extra chunk in flight adds one chunk time of pre-emption
 //    latency).
@@ -25,6 +26,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <vector>
 
 namespace tictac::transport {
 
@@ -48,14 +50,15 @@ class ChunkTuner {
 
   explicit ChunkTuner(ChunkTunerConfig config);
 
-  // One data chunk of `bytes` popped at `popped` completed at `done`; `busy_after`: chunks still
-  // in flight or data still queued on the device after this completion.
-  void on_done(std::uint64_t bytes, Time popped, Time done, bool busy_after);
+  // One data chunk of `bytes`, popped at `popped` with `ahead_bytes` in flight before it,
+  // completed at `done`; `busy_after`: chunks still in flight or data still queued on the device
+  // after this completion.
+  void on_done(std::uint64_t bytes, std::uint64_t ahead_bytes, Time popped, Time done, bool busy_after);
 
   std::uint64_t chunk_bytes() const { return chunk_; }
   std::uint32_t window_chunks() const { return window_; }
   double rate_bytes_per_s() const { return rate_; }  // 0 until the first sample
-  Time base_latency() const { return base_; }
+  Time backend_delay() const { return base_; }
   std::uint64_t samples() const { return samples_; }
   const ChunkTunerConfig& config() const { return config_; }
 
@@ -75,8 +78,11 @@ class ChunkTuner {
   std::uint64_t acc_bytes_ = 0;
   Time acc_time_{0};
   std::uint32_t acc_chunks_ = 0;
-  Time min_latency_{0};
-  bool have_min_ = false;
+  struct Seen {
+    Time latency;
+    std::uint64_t through;  // the chunk's bytes plus those ahead of it
+  };
+  std::vector<Seen> seen_;  // this sample's chunks (at most kMaxSeen)
 };
 
 }  // namespace tictac::transport

@@ -96,8 +96,12 @@ std::optional<Chunk> SendQueue::pop(const std::function<bool(PeerId)>& can_send)
     }
     if (c) {
       if (config_.auto_chunk || config_.auto_window) c->popped = now();
+      c->ahead_bytes = in_flight_bytes_;
       ++in_flight_;
-      ++in_flight_by_peer_[c->peer];
+      in_flight_bytes_ += c->length;
+      InFlight& f = in_flight_by_peer_[c->peer];
+      ++f.chunks;
+      f.bytes += c->length;
       return c;
     }
   }
@@ -108,18 +112,21 @@ void SendQueue::on_chunk_done(const Chunk& chunk) {
   if (chunk.control) return;
   auto it = in_flight_by_peer_.find(chunk.peer);
   if (it == in_flight_by_peer_.end()) return;  // peer removed since the chunk was popped
-  TICTAC_CHECK(it->second > 0 && in_flight_ > 0, "chunk completed more often than popped");
+  TICTAC_CHECK(it->second.chunks > 0 && in_flight_ > 0 && it->second.bytes >= chunk.length,
+               "chunk completed more often than popped");
   --in_flight_;
-  if (--it->second == 0) in_flight_by_peer_.erase(it);
+  in_flight_bytes_ -= chunk.length;
+  it->second.bytes -= chunk.length;
+  if (--it->second.chunks == 0) in_flight_by_peer_.erase(it);
   if (config_.auto_chunk || config_.auto_window) {
     const std::uint64_t samples = tuner_.samples();
     const std::uint64_t chunk_before = tuner_.chunk_bytes();
     const std::uint32_t window_before = tuner_.window_chunks();
-    tuner_.on_done(chunk.length, chunk.popped, now(), in_flight_ > 0 || queued_ > 0);
+    tuner_.on_done(chunk.length, chunk.ahead_bytes, chunk.popped, now(), in_flight_ > 0 || queued_ > 0);
     if (tuner_.samples() != samples &&
         (tuner_.chunk_bytes() != chunk_before || tuner_.window_chunks() != window_before)) {
-      TICTAC_LOG(debug) << "send queue tuned: rate " << tuner_.rate_bytes_per_s() / 1e6 << " MB/s, base latency "
-                        << tuner_.base_latency().count() / 1000 << " us -> chunk " << tuner_.chunk_bytes()
+      TICTAC_LOG(debug) << "send queue tuned: rate " << tuner_.rate_bytes_per_s() / 1e6 << " MB/s, backend delay "
+                        << tuner_.backend_delay().count() / 1000 << " us -> chunk " << tuner_.chunk_bytes()
                         << " B, window " << tuner_.window_chunks();
     }
   }
@@ -172,7 +179,8 @@ void SendQueue::remove_peer(PeerId peer) {
   }
   auto f = in_flight_by_peer_.find(peer);
   if (f != in_flight_by_peer_.end()) {
-    in_flight_ -= f->second;
+    in_flight_ -= f->second.chunks;
+    in_flight_bytes_ -= f->second.bytes;
     in_flight_by_peer_.erase(f);
   }
 }

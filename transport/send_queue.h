@@ -60,6 +60,7 @@ struct Chunk {
   bool control = false;
   bool last = false;  // the message's final chunk
   std::chrono::nanoseconds popped{0};  // when pop() handed it out (the tuner's clock)
+  std::uint64_t ahead_bytes = 0;       // data bytes in flight on the device when it was popped
 };
 
 class SendQueue {
@@ -132,8 +133,13 @@ class SendQueue {
   ChunkTuner tuner_;
   Level control_;
   std::map<Priority, Level> levels_;  // ascending: begin() is the highest priority
-  std::unordered_map<PeerId, std::uint32_t> in_flight_by_peer_;
+  struct InFlight {
+    std::uint32_t chunks = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::unordered_map<PeerId, InFlight> in_flight_by_peer_;
   std::uint32_t in_flight_ = 0;
+  std::uint64_t in_flight_bytes_ = 0;
   std::uint64_t next_seq_ = 1;
   std::size_t queued_ = 0;
 };

@@ -30,7 +30,7 @@ nanoseconds feed(ChunkTuner& t, double rate, nanoseconds start, int chunks, nano
     const std::uint64_t bytes = t.chunk_bytes();
     const auto tx = nanoseconds(static_cast<std::int64_t>(static_cast<double>(bytes) / rate * 1e9));
     now += tx;
-    t.on_done(bytes, now - tx - extra, now, true);
+    t.on_done(bytes, 0, now - tx - extra, now, true);
   }
   return now;
 }
@@ -62,6 +62,21 @@ TEST(ChunkTuner, BackendDelayWidensTheWindowToCoverIt) {
   EXPECT_EQ(t.window_chunks(), 3u);
 }
 
+TEST(ChunkTuner, QueueingBehindTheWindowIsNotBackendDelay) {
+  ChunkTuner t(auto_config());
+  // 125 MB/s with 3 chunks ahead of each one: it completes 4 transmission times after its pop,
+  // all of it queueing (as on TCP, where a chunk waits for the socket to drain).
+  nanoseconds now{0};
+  for (int i = 0; i < 60; ++i) {
+    const std::uint64_t bytes = t.chunk_bytes();
+    const auto tx = nanoseconds(static_cast<std::int64_t>(static_cast<double>(bytes) / 125e6 * 1e9));
+    now += tx;
+    t.on_done(bytes, 3 * bytes, now - 4 * tx, now, true);
+  }
+  EXPECT_LT(t.backend_delay(), std::chrono::microseconds(50));
+  EXPECT_EQ(t.window_chunks(), 1u);
+}
+
 TEST(ChunkTuner, AdaptsOnlineWhenTheRateChanges) {
   ChunkTuner t(auto_config());
   nanoseconds now = feed(t, 4e9, nanoseconds{0}, 200);
@@ -80,7 +95,7 @@ TEST(ChunkTuner, IdleGapsDoNotReadAsASlowLink) {
       const std::uint64_t bytes = t.chunk_bytes();
       const auto tx = nanoseconds(static_cast<std::int64_t>(static_cast<double>(bytes) / 2e9 * 1e9));
       now += tx;
-      t.on_done(bytes, now - tx, now, i < 7);  // the burst's last chunk leaves the device idle
+      t.on_done(bytes, 0, now - tx, now, i < 7);  // the burst's last chunk leaves the device idle
     }
     now += std::chrono::milliseconds(100);
   }
