@@ -17,8 +17,6 @@ const StringTunable kWindow{"TICTAC_WINDOW", "auto",
                             "data chunks in flight per backend device, shared by all its peers "
                             "(1..4096), or auto: enough to keep the link full at the measured rate "
                             "and backend delay, 1..64 (starts at 2)"};
-constexpr std::uint64_t kAutoInitialChunk = 256 << 10;
-constexpr std::uint32_t kAutoInitialWindow = 2;
 const DurationTunable kChunkTarget{"TICTAC_CHUNK_TARGET", std::chrono::microseconds(500),
                                    "with TICTAC_CHUNK_BYTES=auto: the time one chunk takes at the "
                                    "measured rate, i.e. the pre-emption latency a chunk adds "
@@ -56,13 +54,22 @@ const DurationTunable kHandshakeTimeout{"TICTAC_HANDSHAKE_TIMEOUT", std::chrono:
 
 }  // namespace
 
+TransportConfig TransportConfig::defaults() {
+  TransportConfig c;
+  c.auto_chunk = true;
+  c.auto_window = true;
+  c.chunk_bytes = kAutoStartChunk;
+  c.window_chunks = kAutoStartWindow;
+  return c;
+}
+
 Result<TransportConfig> TransportConfig::from_env() {
   TransportConfig c;
   auto chunk_text = kChunkBytes.get();
   TICTAC_RETURN_IF_ERROR(chunk_text);
   c.auto_chunk = *chunk_text == "auto";
   // auto starts small (the first measurement comes after a few chunks; a fast link grows it).
-  if (c.auto_chunk) c.chunk_bytes = kAutoInitialChunk;
+  if (c.auto_chunk) c.chunk_bytes = kAutoStartChunk;
   Result<std::uint64_t> chunk = c.auto_chunk ? Result<std::uint64_t>(c.chunk_bytes) : parse_size(*chunk_text);
   if (!chunk.ok()) {
     return invalid_argument("TICTAC_CHUNK_BYTES='" + *chunk_text + "': " + chunk.status().message() +
@@ -71,7 +78,7 @@ Result<TransportConfig> TransportConfig::from_env() {
   auto window_text = kWindow.get();
   TICTAC_RETURN_IF_ERROR(window_text);
   c.auto_window = *window_text == "auto";
-  if (c.auto_window) c.window_chunks = kAutoInitialWindow;
+  if (c.auto_window) c.window_chunks = kAutoStartWindow;
   Result<std::int64_t> window = c.auto_window ? Result<std::int64_t>(c.window_chunks) : parse_int(*window_text);
   if (!window.ok()) {
     return invalid_argument("TICTAC_WINDOW='" + *window_text + "': " + window.status().message() +

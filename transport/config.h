@@ -48,7 +48,13 @@ struct TransportConfig {
   std::uint32_t max_handshakes = 64;
   std::chrono::milliseconds handshake_timeout{10'000};
 
+  // The documented defaults, without reading the environment: auto chunk and window, starting at
+  // kAutoStartChunk and kAutoStartWindow. (A plain TransportConfig{} has fixed 1 MiB / 4.)
+  static TransportConfig defaults();
   static Result<TransportConfig> from_env();
+
+  static constexpr std::uint64_t kAutoStartChunk = 256 << 10;
+  static constexpr std::uint32_t kAutoStartWindow = 2;
   Status validate() const;
 };
 
