@@ -12,11 +12,11 @@ namespace {
 const StringTunable kChunkBytes{"TICTAC_CHUNK_BYTES", "auto",
                                 "bytes per transfer chunk; a higher-priority message preempts at chunk "
                                 "boundaries (1..1G), or auto: measured rate x TICTAC_CHUNK_TARGET, "
-                                "64K..8M, tuned online per backend device (starts at 256K)"};
+                                "64K..8M, tuned online per backend device (starts at 64K)"};
 const StringTunable kWindow{"TICTAC_WINDOW", "auto",
                             "data chunks in flight per backend device, shared by all its peers "
                             "(1..4096), or auto: enough to keep the link full at the measured rate "
-                            "and backend delay, 1..64 (starts at 2)"};
+                            "and backend delay, 1..64 (starts at 1)"};
 const DurationTunable kChunkTarget{"TICTAC_CHUNK_TARGET", std::chrono::microseconds(500),
                                    "with TICTAC_CHUNK_BYTES=auto: the time one chunk takes at the "
                                    "measured rate, i.e. the pre-emption latency a chunk adds "

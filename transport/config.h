@@ -53,8 +53,8 @@ struct TransportConfig {
   static TransportConfig defaults();
   static Result<TransportConfig> from_env();
 
-  static constexpr std::uint64_t kAutoStartChunk = 256 << 10;
-  static constexpr std::uint32_t kAutoStartWindow = 2;
+  static constexpr std::uint64_t kAutoStartChunk = 64 << 10;
+  static constexpr std::uint32_t kAutoStartWindow = 1;
   Status validate() const;
 };
 

@@ -109,8 +109,8 @@ TEST(TransportConfig, DefaultsEnvAndBadValues) {
   ASSERT_TRUE(d.ok());
   EXPECT_TRUE(d->auto_chunk);  // the default: tuned online (transport/chunk_tuner.h)
   EXPECT_TRUE(d->auto_window);
-  EXPECT_EQ(d->chunk_bytes, 256u << 10);  // the starting values of the tuner
-  EXPECT_EQ(d->window_chunks, 2u);
+  EXPECT_EQ(d->chunk_bytes, 64u << 10);  // the starting values of the tuner
+  EXPECT_EQ(d->window_chunks, 1u);
   EXPECT_EQ(d->chunk_target.count(), 500'000);
   setenv("TICTAC_CHUNK_BYTES", "auto", 1);
   setenv("TICTAC_WINDOW", "3", 1);
