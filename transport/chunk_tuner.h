@@ -16,10 +16,11 @@
 //  - chunk = rate x `target` (the pre-emption latency one chunk adds), rounded to a power of two
 //    and clamped to [min_chunk, max_chunk]; changed only when the ideal size leaves
 //    (chunk / 2, chunk x 2) (hysteresis: no flapping between neighbouring powers of two).
-//  - window = 1 + ceil(delay / chunk time), clamped to [min_window,
-//    max_window]: enough chunks that the ones still in flight cover the backend's delay and the
-//    link stays full, no more (every extra chunk in flight adds one chunk time of pre-emption
-//    latency).
+//  - window = 1 + ceil(delay / chunk time), clamped to [min_window (2), max_window]: enough
+//    chunks that the ones still in flight cover the backend's delay and the link stays full, no
+//    more (every extra chunk in flight adds one chunk time of pre-emption latency). At least 2:
+//    the next chunk is ready while one completes, which covers the loop's own turnaround (with
+//    one, 64 KiB chunks on loopback TCP lost 40 % of the bandwidth; docs/benchmarks.md).
 // Before the first sample the initial (configured) values apply. Deterministic: time is passed
 // in. Not thread-safe (owned by its SendQueue, on the loop thread).
 #pragma once
@@ -35,10 +36,10 @@ struct ChunkTunerConfig {
   bool auto_window = false;
   std::uint64_t chunk_bytes = 1 << 20;  // fixed value, or the initial one when auto
   std::uint32_t window_chunks = 4;      // fixed value, or the initial one when auto
-  std::chrono::nanoseconds target{std::chrono::microseconds(500)};
+  std::chrono::nanoseconds target{std::chrono::microseconds(100)};
   std::uint64_t min_chunk = 64 << 10;
   std::uint64_t max_chunk = 8 << 20;
-  std::uint32_t min_window = 1;
+  std::uint32_t min_window = 2;
   std::uint32_t max_window = 64;
   std::chrono::nanoseconds sample_period{std::chrono::milliseconds(2)};
   std::uint32_t sample_chunks = 4;

@@ -16,11 +16,11 @@ const StringTunable kChunkBytes{"TICTAC_CHUNK_BYTES", "auto",
 const StringTunable kWindow{"TICTAC_WINDOW", "auto",
                             "data chunks in flight per backend device, shared by all its peers "
                             "(1..4096), or auto: enough to keep the link full at the measured rate "
-                            "and backend delay, 1..64 (starts at 1)"};
-const DurationTunable kChunkTarget{"TICTAC_CHUNK_TARGET", std::chrono::microseconds(500),
+                            "and backend delay, 2..64 (starts at 2)"};
+const DurationTunable kChunkTarget{"TICTAC_CHUNK_TARGET", std::chrono::microseconds(100),
                                    "with TICTAC_CHUNK_BYTES=auto: the time one chunk takes at the "
                                    "measured rate, i.e. the pre-emption latency a chunk adds "
-                                   "(10us..1s)", "500us"};
+                                   "(10us..1s)", "100us"};
 const SizeTunable kEagerBytes{"TICTAC_EAGER_BYTES", 256 << 10,
                               "eager receive pool per peer; smaller messages skip the READY round trip "
                               "while credit lasts (0 disables eager sends)"};

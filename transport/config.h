@@ -4,7 +4,7 @@
 //                                rate x TICTAC_CHUNK_TARGET, tuned online (transport/chunk_tuner.h)
 //   TICTAC_WINDOW       (auto)   data chunks in flight per backend device; auto = enough to keep
 //                                the link full at the measured rate and backend delay
-//   TICTAC_CHUNK_TARGET (500us)  auto chunk: how long one chunk takes at the measured rate
+//   TICTAC_CHUNK_TARGET (100us)  auto chunk: how long one chunk takes at the measured rate
 //   TICTAC_EAGER_BYTES  (256 KiB) eager pool per peer: messages up to this size are sent without
 //                                 waiting for the receiver's READY while credit lasts
 //   TICTAC_TIMEOUT      (30s)    connect/handshake timeout and silence after which a peer is dead
@@ -38,7 +38,7 @@ struct TransportConfig {
   std::uint32_t window_chunks = 4;
   bool auto_chunk = false;
   bool auto_window = false;
-  std::chrono::nanoseconds chunk_target{std::chrono::microseconds(500)};
+  std::chrono::nanoseconds chunk_target{std::chrono::microseconds(100)};
   std::uint64_t eager_bytes = 256 << 10;
   std::chrono::milliseconds timeout{30'000};
   bool enforce_priority = true;
@@ -54,7 +54,7 @@ struct TransportConfig {
   static Result<TransportConfig> from_env();
 
   static constexpr std::uint64_t kAutoStartChunk = 64 << 10;
-  static constexpr std::uint32_t kAutoStartWindow = 1;
+  static constexpr std::uint32_t kAutoStartWindow = 2;
   Status validate() const;
 };
 

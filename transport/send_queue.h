@@ -44,7 +44,7 @@ struct SendQueueConfig {
   bool enforce_priority = true;
   bool auto_chunk = false;
   bool auto_window = false;
-  std::chrono::nanoseconds chunk_target{std::chrono::microseconds(500)};  // auto_chunk's aim
+  std::chrono::nanoseconds chunk_target{std::chrono::microseconds(100)};  // auto_chunk's aim
   // Time source for the tuner (tests inject one); empty = steady_clock.
   std::function<std::chrono::nanoseconds()> clock;
 };

@@ -33,8 +33,8 @@ import statistics
 from typing import Any, Dict, List, Optional
 
 # the transport's settings (docs/transport.md); the simulator chunks like the transport does.
-# Default "auto" (transport/chunk_tuner.h): chunk = rate x 500 us as a power of two in 64K..8M,
-# window 1 on TCP (chunks complete once the kernel took them); auto_chunk() mirrors that rule.
+# Default "auto" (transport/chunk_tuner.h): chunk = rate x 100 us as a power of two in 64K..8M,
+# window 2 on TCP (chunks complete once the kernel took them); auto_chunk() mirrors that rule.
 CHUNK_SETTING = os.environ.get("TICTAC_CHUNK_BYTES", "auto") or "auto"
 WINDOW_SETTING = os.environ.get("TICTAC_WINDOW", "auto") or "auto"
 _SIZE_UNITS = {"": 1, "K": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MIB": 1 << 20, "G": 1 << 30, "GIB": 1 << 30}
@@ -45,7 +45,7 @@ def _size(text: str) -> int:
     return int(num) * _SIZE_UNITS[text[len(num):].upper()]
 
 
-def auto_chunk(rate_Bps: float, target_s: float = 500e-6) -> int:
+def auto_chunk(rate_Bps: float, target_s: float = 100e-6) -> int:
     import math
     ideal = max(rate_Bps * target_s, 1.0)
     return min(max(1 << round(math.log2(ideal)), 64 << 10), 8 << 20)
@@ -55,7 +55,7 @@ def chunk_bytes(rate_Bps: float) -> int:
     return auto_chunk(rate_Bps) if CHUNK_SETTING == "auto" else _size(CHUNK_SETTING)
 
 
-WINDOW = 1 if WINDOW_SETTING == "auto" else int(WINDOW_SETTING)
+WINDOW = 2 if WINDOW_SETTING == "auto" else int(WINDOW_SETTING)
 
 
 def _med(xs: List[float]) -> Optional[float]:

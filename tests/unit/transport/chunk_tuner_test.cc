@@ -18,7 +18,8 @@ ChunkTunerConfig auto_config() {
   c.auto_window = true;
   c.chunk_bytes = 256 << 10;
   c.window_chunks = 2;
-  return c;  // target 500 us, chunks 64K..8M, windows 1..64
+  c.target = std::chrono::microseconds(500);
+  return c;  // chunks 64K..8M, windows 2..64
 }
 
 // A backlogged link of `rate` bytes/s: each chunk of the tuner's current size completes one
@@ -43,7 +44,15 @@ TEST(ChunkTuner, OneGbitLinkGetsChunksOfHalfAMillisecondAndOneChunkWindow) {
   EXPECT_GE(t.samples(), 1u);
   EXPECT_NEAR(t.rate_bytes_per_s(), 125e6, 125e4);
   EXPECT_EQ(t.chunk_bytes(), 64u << 10);  // 125 MB/s x 500 us = 62.5 KB -> 64 KiB
-  EXPECT_EQ(t.window_chunks(), 1u);       // no backend delay beyond the transmission
+  EXPECT_EQ(t.window_chunks(), 2u);       // no backend delay beyond the transmission: the minimum
+}
+
+TEST(ChunkTuner, TheDefaultTargetIs100Microseconds) {
+  ChunkTunerConfig c = auto_config();
+  c.target = ChunkTunerConfig{}.target;
+  ChunkTuner t(c);
+  feed(t, 3.5e9, nanoseconds{0}, 400);  // loopback TCP: 350 KB -> 256 KiB
+  EXPECT_EQ(t.chunk_bytes(), 256u << 10);
 }
 
 TEST(ChunkTuner, FastLinkGrowsTheChunk) {
@@ -74,7 +83,7 @@ TEST(ChunkTuner, QueueingBehindTheWindowIsNotBackendDelay) {
     t.on_done(bytes, 3 * bytes, now - 4 * tx, now, true);
   }
   EXPECT_LT(t.backend_delay(), std::chrono::microseconds(50));
-  EXPECT_EQ(t.window_chunks(), 1u);
+  EXPECT_EQ(t.window_chunks(), 2u);  // the minimum, not 4
 }
 
 TEST(ChunkTuner, AdaptsOnlineWhenTheRateChanges) {

@@ -110,8 +110,8 @@ TEST(TransportConfig, DefaultsEnvAndBadValues) {
   EXPECT_TRUE(d->auto_chunk);  // the default: tuned online (transport/chunk_tuner.h)
   EXPECT_TRUE(d->auto_window);
   EXPECT_EQ(d->chunk_bytes, 64u << 10);  // the starting values of the tuner
-  EXPECT_EQ(d->window_chunks, 1u);
-  EXPECT_EQ(d->chunk_target.count(), 500'000);
+  EXPECT_EQ(d->window_chunks, 2u);
+  EXPECT_EQ(d->chunk_target.count(), 100'000);
   setenv("TICTAC_CHUNK_BYTES", "auto", 1);
   setenv("TICTAC_WINDOW", "3", 1);
   setenv("TICTAC_CHUNK_TARGET", "2ms", 1);
