@@ -3,7 +3,7 @@
 high-priority latency of `tictac perftest --backend tcp`, on loopback and on a shaped link.
 
     python3 bench/tune_sweep.py [--build build] [--links loopback,1gbit] [--rounds 3]
-        [--chunks 64K,256K,1M,4M] [--windows 1,4] [--lock /tmp/tictac-bench.lock] [--json F]
+        [--chunks 64K,256K,1M,4M] [--windows 1,4] [--configs 64K/2,1M/4,auto] [--lock /tmp/tictac-bench.lock] [--json F]
 
 Configurations: every chunk x window pair fixed (`--chunk C --window W`), and `auto` (neither
 flag: the default). Per link and round, every configuration runs once, in a fresh random order
@@ -149,6 +149,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--chunks", default="64K,256K,1M,4M")
     ap.add_argument("--windows", default="1,4")
+    ap.add_argument("--configs", default="", help="instead of the grid: these settings, e.g. 64K/2,1M/4,auto")
     ap.add_argument("--lock", default="/tmp/tictac-bench.lock")
     ap.add_argument("--json", default="", help="append every run's raw result here (JSON lines)")
     ap.add_argument("--seed", type=int, default=1)
@@ -158,6 +159,8 @@ def main() -> int:
         print(f"tune_sweep: {tictac} not found (build first: ninja -C {a.build} tictac)", file=sys.stderr)
         return 2
     configs = [f"{c}/{w}" for c in a.chunks.split(",") for w in a.windows.split(",")] + ["auto"]
+    if a.configs:
+        configs = a.configs.split(",")
     rng = random.Random(a.seed)
     results, report = [], []
     for link_name in a.links.split(","):
