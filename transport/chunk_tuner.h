@@ -54,7 +54,8 @@ class ChunkTuner {
   // One data chunk of `bytes`, popped at `popped` with `ahead_bytes` in flight before it,
   // completed at `done`; `busy_after`: chunks still in flight or data still queued on the device
   // after this completion.
-  void on_done(std::uint64_t bytes, std::uint64_t ahead_bytes, Time popped, Time done, bool busy_after);
+  void on_done(std::uint64_t bytes, std::uint64_t ahead_bytes, Time popped, Time done,
+               bool busy_after);
 
   std::uint64_t chunk_bytes() const { return chunk_; }
   std::uint32_t window_chunks() const { return window_; }

@@ -25,7 +25,8 @@ ChunkTunerConfig auto_config() {
 // A backlogged link of `rate` bytes/s: each chunk of the tuner's current size completes one
 // transmission time after the previous one, `extra` after it was popped beyond its own
 // transmission (the backend's delay). Returns the time after the last completion.
-nanoseconds feed(ChunkTuner& t, double rate, nanoseconds start, int chunks, nanoseconds extra = nanoseconds{0}) {
+nanoseconds feed(ChunkTuner& t, double rate, nanoseconds start, int chunks,
+                 nanoseconds extra = nanoseconds{0}) {
   nanoseconds now = start;
   for (int i = 0; i < chunks; ++i) {
     const std::uint64_t bytes = t.chunk_bytes();
@@ -36,7 +37,7 @@ nanoseconds feed(ChunkTuner& t, double rate, nanoseconds start, int chunks, nano
   return now;
 }
 
-TEST(ChunkTuner, OneGbitLinkGetsChunksOfHalfAMillisecondAndOneChunkWindow) {
+TEST(ChunkTuner, OneGbitLinkGetsSmallChunksAndTheMinimumWindow) {
   ChunkTuner t(auto_config());
   EXPECT_EQ(t.chunk_bytes(), 256u << 10);  // the initial values until the first sample
   EXPECT_EQ(t.window_chunks(), 2u);
@@ -78,7 +79,8 @@ TEST(ChunkTuner, QueueingBehindTheWindowIsNotBackendDelay) {
   nanoseconds now{0};
   for (int i = 0; i < 60; ++i) {
     const std::uint64_t bytes = t.chunk_bytes();
-    const auto tx = nanoseconds(static_cast<std::int64_t>(static_cast<double>(bytes) / 125e6 * 1e9));
+    const auto tx =
+        nanoseconds(static_cast<std::int64_t>(static_cast<double>(bytes) / 125e6 * 1e9));
     now += tx;
     t.on_done(bytes, 3 * bytes, now - 4 * tx, now, true);
   }
@@ -102,7 +104,8 @@ TEST(ChunkTuner, IdleGapsDoNotReadAsASlowLink) {
   for (int burst = 0; burst < 20; ++burst) {
     for (int i = 0; i < 8; ++i) {
       const std::uint64_t bytes = t.chunk_bytes();
-      const auto tx = nanoseconds(static_cast<std::int64_t>(static_cast<double>(bytes) / 2e9 * 1e9));
+      const auto tx =
+          nanoseconds(static_cast<std::int64_t>(static_cast<double>(bytes) / 2e9 * 1e9));
       now += tx;
       t.on_done(bytes, 0, now - tx, now, i < 7);  // the burst's last chunk leaves the device idle
     }
@@ -182,8 +185,8 @@ TEST(SendQueueTuned, ChunksShrinkOnASlowLinkAndWholeMessagesStayWhole) {
   const std::vector<std::uint64_t> tuned = chunk_lengths(true);
   ASSERT_FALSE(tuned.empty());
   EXPECT_EQ(tuned.front(), 256u << 10);
-  EXPECT_EQ(tuned[tuned.size() - 2], 64u << 10);  // the long message's tail, tuned
-  EXPECT_EQ(tuned.back(), 1u << 20);              // the whole message, one chunk
+  EXPECT_EQ(tuned[tuned.size() - 2], 64u << 10);                  // the long message's tail, tuned
+  EXPECT_EQ(tuned.back(), 1u << 20);                              // the whole message, one chunk
   const std::vector<std::uint64_t> fixed = chunk_lengths(false);  // counter-check
   for (std::size_t i = 0; i + 1 < fixed.size(); ++i) EXPECT_EQ(fixed[i], 256u << 10) << i;
   EXPECT_EQ(fixed.back(), 1u << 20);
