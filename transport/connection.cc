@@ -88,7 +88,7 @@ void Connection::send(Request* req) {
     m.flags = wire::kFlagEager;
   }
   const bool one_chunk = config_.inline_small && m.eager && total > 0 &&
-                         total <= config_.chunk_bytes && total <= wire::kMaxChunkBytes;
+                         total <= queue_.chunk_bytes() && total <= wire::kMaxChunkBytes;
   // ANNOUNCEs must reach the peer in id order. Inline-pending sends leave in id order as long as
   // none is more urgent than an older one (strict levels, FIFO within a level); a send that is
   // more urgent, or that is announced on the control lane (which goes first), has every older
@@ -102,7 +102,7 @@ void Connection::send(Request* req) {
     last_inline_priority_ = req->priority();
     out_.emplace(msg_id, m);
     inline_pending_.insert(msg_id);
-    queue_.push(id_, msg_id, req->priority(), total);
+    queue_.push(id_, msg_id, req->priority(), total, /*whole=*/true);
     host_.schedule_pump(queue_);
     return;
   }

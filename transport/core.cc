@@ -19,7 +19,13 @@ Core::Core(ProgressEngine& engine, const TransportConfig& config, std::string na
       local_{std::move(name), config.eager_bytes},
       auth_token_(std::move(auth_token)),
       cuda_(std::make_unique<CudaPath>(engine, cuda, *this)) {
-  SendQueueConfig qc{config.chunk_bytes, config.window_chunks, config.enforce_priority};
+  SendQueueConfig qc;
+  qc.chunk_bytes = config.chunk_bytes;
+  qc.window_chunks = config.window_chunks;
+  qc.enforce_priority = config.enforce_priority;
+  qc.auto_chunk = config.auto_chunk;
+  qc.auto_window = config.auto_window;
+  qc.chunk_target = config.chunk_target;
   for (auto& b : backends) {
     Device d;
     d.backend = std::move(b);
