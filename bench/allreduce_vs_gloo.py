@@ -3,11 +3,13 @@
 
     flock /tmp/tictac-bench.lock .venv/bin/python bench/allreduce_vs_gloo.py \
         [--ranks 4] [--mib 64] [--rounds 7] [--dtype float32]
+    # a sweep in one command: every size at every world size
+    ... bench/allreduce_vs_gloo.py --ranks 2,4 --mib 1,16,64 --rounds 5
 
 `--ranks` processes on loopback each join a tictac group (the default group) and a gloo group.
-Every round runs one allreduce on each backend, in alternating order (paired, interleaved
-rounds), after a barrier; a round's time is the slowest rank's (a MAX over ranks). One warm-up
-round per backend is dropped. Bus bandwidth = 2 (n-1)/n x bytes / time (the traffic each rank
+For each size, every round runs one allreduce on each backend, in alternating order (paired,
+interleaved rounds), after a barrier; a round's time is the slowest rank's (a MAX over ranks).
+One warm-up round per backend and size is dropped. Bus bandwidth = 2 (n-1)/n x bytes / time (the traffic each rank
 sends in a bandwidth-optimal allreduce). Prints per-round numbers, the medians and the ratio
 tictac / gloo, and checks that both backends produced the same sum.
 """
@@ -25,7 +27,7 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "python"))
 
 
-def _rank(rank, world, init_file, mib, rounds, dtype_name, queue):
+def _rank(rank, world, init_file, sizes_mib, rounds, dtype_name, queue):
     import torch
     import torch.distributed as dist
 
@@ -36,6 +38,19 @@ def _rank(rank, world, init_file, mib, rounds, dtype_name, queue):
                             world_size=world)
     gloo = dist.new_group(backend="gloo")
     dtype = getattr(torch, dtype_name)
+    results = []
+    for mib in sizes_mib:
+        results.append(_one_size(rank, gloo, mib, rounds, dtype))
+    if rank == 0:
+        queue.put(results)
+    dist.barrier(group=gloo)
+    dist.destroy_process_group()
+
+
+def _one_size(rank, gloo, mib, rounds, dtype):
+    import torch
+    import torch.distributed as dist
+
     n = (mib << 20) // torch.empty((), dtype=dtype).element_size()
     base = torch.rand(n, generator=torch.Generator().manual_seed(rank)).to(dtype)
     bufs = {"tictac": base.clone(), "gloo": base.clone()}
@@ -54,43 +69,35 @@ def _rank(rank, world, init_file, mib, rounds, dtype_name, queue):
             if r > 0:
                 times[name].append(dt.item())
     same = torch.allclose(bufs["tictac"], bufs["gloo"], rtol=1e-4, atol=1e-4)
-    if rank == 0:
-        queue.put((times, bool(same)))
-    dist.barrier(group=gloo)
-    dist.destroy_process_group()
+    return times, bool(same)
 
 
-def main(argv):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--ranks", type=int, default=4)
-    ap.add_argument("--mib", type=int, default=64)
-    ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--dtype", default="float32")
-    args = ap.parse_args(argv)
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+def _run(world, sizes_mib, rounds, dtype):
     import torch.multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
     with tempfile.TemporaryDirectory() as tmp:
         init = os.path.join(tmp, "init")
-        procs = [ctx.Process(target=_rank, args=(r, args.ranks, init, args.mib, args.rounds,
-                                                   args.dtype, queue))
-                 for r in range(args.ranks)]
+        procs = [ctx.Process(target=_rank, args=(r, world, init, sizes_mib, rounds, dtype, queue))
+                 for r in range(world)]
         for p in procs:
             p.start()
-        times, same = queue.get(timeout=1800)
+        results = queue.get(timeout=1800)
         for p in procs:
             p.join(timeout=60)
         if any(p.exitcode != 0 for p in procs):
             print("a rank failed:", [p.exitcode for p in procs], file=sys.stderr)
-            return 1
-    n = args.ranks
-    nbytes = args.mib << 20
+            return None
+    return results
+
+
+def _report(n, mib, dtype, rounds, times, same):
+    nbytes = mib << 20
     busbw = {k: [2 * (n - 1) / n * nbytes / t / 1e9 for t in v] for k, v in times.items()}
-    print(f"allreduce {args.mib} MiB {args.dtype}, {n} ranks on loopback, {args.rounds} paired rounds")
+    print(f"allreduce {mib} MiB {dtype}, {n} ranks on loopback, {rounds} paired rounds")
     for k in ("tictac", "gloo"):
-        print(f"  {k:7s} time ms: " + " ".join(f"{t * 1e3:.0f}" for t in times[k]))
+        print(f"  {k:7s} time ms: " + " ".join(f"{t * 1e3:.1f}" for t in times[k]))
         print(f"  {k:7s} busbw GB/s: " + " ".join(f"{b:.2f}" for b in busbw[k]))
     med = {k: statistics.median(v) for k, v in busbw.items()}
     ratios = [a / b for a, b in zip(busbw["tictac"], busbw["gloo"])]
@@ -98,7 +105,34 @@ def main(argv):
           f"ratio {med['tictac'] / med['gloo']:.2f}x (median of paired ratios "
           f"{statistics.median(ratios):.2f}x)")
     print(f"results equal: {same}")
-    return 0 if same else 1
+    return (n, mib, med["tictac"], med["gloo"], med["tictac"] / med["gloo"], statistics.median(ratios))
+
+
+def _ints(text):
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--ranks", type=_ints, default=[4], help="world sizes, comma-separated (4)")
+    ap.add_argument("--mib", type=_ints, default=[64], help="sizes in MiB, comma-separated (64)")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--dtype", default="float32")
+    args = ap.parse_args(argv)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    rows, ok = [], True
+    for world in args.ranks:
+        results = _run(world, args.mib, args.rounds, args.dtype)
+        if results is None:
+            return 1
+        for mib, (times, same) in zip(args.mib, results):
+            rows.append(_report(world, mib, args.dtype, args.rounds, times, same))
+            ok = ok and same
+    if len(rows) > 1:
+        print("\nranks | MiB | tictac busbw GB/s | gloo busbw GB/s | ratio of medians | median of paired ratios")
+        for n, mib, t, g, r, pr in rows:
+            print(f"{n} | {mib} | {t:.2f} | {g:.2f} | {r:.2f}x | {pr:.2f}x")
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

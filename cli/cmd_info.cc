@@ -7,15 +7,10 @@
 #include "common/tunables.h"
 #include "cuda/api.h"
 #include "cuda/runtime_api.h"
+#include "integration/group/backend_choice.h"
+#include "integration/group/backend_registry.h"
 #include "priority/schedule.h"
 #include "transport/loopback/factory.h"
-#include "transport/tcp/factory.h"
-#ifdef TICTAC_HAVE_UCX
-#include "transport/ucx/factory.h"
-#endif
-#ifdef TICTAC_HAVE_VERBS
-#include "transport/verbs/backend/factory.h"
-#endif
 
 namespace tictac::cli {
 namespace {
@@ -37,24 +32,30 @@ int run_info(Args& args) {
   std::printf("tictac %s\n", TICTAC_VERSION);
   std::printf("policies: %s\n\nbackends:\n", priority::policy_names().c_str());
 
-  const transport::Viability tcp = transport::tcp::create()->viability();
-  print_backend("tcp", tcp.viable, tcp.reason);
+  // Every backend of the registry (integration/group/backend_registry.h), built or not.
+  for (const group::BackendEntry* e : group::registered_backends()) {
+    if (!e->create) {
+      print_backend(e->name.c_str(), false, e->name + " not viable: " + e->missing);
+      continue;
+    }
+    const transport::Viability v = e->create()->viability();
+    const std::string prefix = e->name + " not viable";
+    print_backend(e->name.c_str(), v.viable,
+                  v.viable || v.reason.rfind(prefix, 0) == 0 ? v.reason : prefix + ": " + v.reason);
+  }
   const transport::Viability lo =
       transport::loopback::create(transport::loopback::create_fabric())->viability();
   print_backend("loopback", lo.viable, lo.reason + " (tests and single-process runs)");
-#ifdef TICTAC_HAVE_UCX
-  const transport::Viability ucx = transport::ucx::create()->viability();
-  print_backend("ucx", ucx.viable, ucx.viable ? ucx.reason : "ucx not viable: " + ucx.reason);
-#else
-  print_backend("ucx", false, "ucx not viable: built without libucx (install libucx-dev and rebuild)");
-#endif
-#ifdef TICTAC_HAVE_VERBS
-  // The verbs backend: viable when libibverbs loads and a device has an ACTIVE port.
-  const transport::Viability verbs = verbs::create()->viability();
-  print_backend("verbs", verbs.viable, verbs.reason);
-#else
-  print_backend("verbs", false, "verbs not viable: built without libibverbs headers (install libibverbs-dev and rebuild)");
-#endif
+  // What a process group would use here (TICTAC_BACKENDS).
+  Result<group::BackendPlan> plan = group::plan_backends("");
+  if (plan.ok()) {
+    std::string chosen;
+    for (const std::string& n : plan->names) chosen += (chosen.empty() ? "" : ",") + n;
+    std::printf("\ngroup backends (TICTAC_BACKENDS=\"%s\"): %s\n", plan->requested.c_str(), chosen.c_str());
+    for (const std::string& why : plan->skipped) std::printf("  skipped %s\n", why.c_str());
+  } else {
+    std::printf("\ngroup backends: %s\n", plan.status().to_string().c_str());
+  }
   std::printf("\ncuda:\n  %s\n", cuda::describe(*cuda::open_runtime_api()).c_str());
 
   if (tunables) {

@@ -26,14 +26,8 @@
 #include "cli/perftest_runner.h"
 #include "transport/bootstrap/file_store.h"
 #include "transport/bootstrap/in_memory_store.h"
+#include "integration/group/backend_registry.h"
 #include "transport/loopback/factory.h"
-#include "transport/tcp/factory.h"
-#ifdef TICTAC_HAVE_UCX
-#include "transport/ucx/factory.h"
-#endif
-#ifdef TICTAC_HAVE_VERBS
-#include "transport/verbs/backend/factory.h"
-#endif
 
 namespace tictac::cli {
 namespace {
@@ -52,26 +46,13 @@ int fail(const char* who, const Status& s) {
 
 Result<BackendMaker> backend_maker(const std::string& name) {
   BackendMaker make;
-  if (name == "tcp") {
-    make = [] { return transport::tcp::create(); };
-  } else if (name == "loopback") {
+  if (name == "loopback") {  // not in the registry: its fabric is per process
     std::shared_ptr<transport::loopback::Fabric> fabric = transport::loopback::create_fabric();
     make = [fabric] { return transport::loopback::create(fabric); };
-  } else if (name == "ucx") {
-#ifdef TICTAC_HAVE_UCX
-    make = [] { return transport::ucx::create(); };
-#else
-    return Status(StatusCode::unavailable,
-                  "ucx not viable: not built (no UCX headers at build time; install libucx-dev and rebuild)");
-#endif
-  } else if (name == "verbs") {
-#ifdef TICTAC_HAVE_VERBS
-    make = [] { return verbs::create(); };
-#else
-    return Status(StatusCode::unavailable,
-                  "verbs not viable: not built (no libibverbs headers at build time; install libibverbs-dev and "
-                  "rebuild)");
-#endif
+  } else if (const group::BackendEntry* e = group::find_backend(name); e != nullptr && e->create) {
+    make = e->create;
+  } else if (e != nullptr) {
+    return Status(StatusCode::unavailable, name + " not viable: not built (" + e->missing + ")");
   } else {
     return Status(StatusCode::unavailable, name + " not viable: not built (this build has no " + name + " backend)");
   }

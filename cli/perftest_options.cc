@@ -126,13 +126,26 @@ Status parse_config(Args& args, PerftestOptions& o) {
   Result<transport::TransportConfig> env = transport::TransportConfig::from_env();
   if (!env.ok()) return env.status();
   o.config = *env;
-  Result<std::uint64_t> chunk = args.get_size("chunk", o.config.chunk_bytes);
-  if (!chunk.ok()) return chunk.status();
-  o.config.chunk_bytes = *chunk;
-  Result<std::uint64_t> window = args.get_size("window", o.config.window_chunks);
-  if (!window.ok()) return window.status();
-  TICTAC_RETURN_IF_ERROR(in_range("window", *window, 1, 4096));
-  o.config.window_chunks = static_cast<std::uint32_t>(*window);
+  // --chunk/--window: a value fixes it, "auto" tunes it (transport/chunk_tuner.h).
+  const std::optional<std::string> chunk_flag = args.get("chunk");
+  if (chunk_flag && *chunk_flag == "auto") {
+    o.config.auto_chunk = true;
+  } else if (chunk_flag) {
+    Result<std::uint64_t> chunk = args.get_size("chunk", o.config.chunk_bytes);
+    if (!chunk.ok()) return chunk.status();
+    o.config.chunk_bytes = *chunk;
+    o.config.auto_chunk = false;
+  }
+  const std::optional<std::string> window_flag = args.get("window");
+  if (window_flag && *window_flag == "auto") {
+    o.config.auto_window = true;
+  } else if (window_flag) {
+    Result<std::uint64_t> window = args.get_size("window", o.config.window_chunks);
+    if (!window.ok()) return window.status();
+    TICTAC_RETURN_IF_ERROR(in_range("window", *window, 1, 4096));
+    o.config.window_chunks = static_cast<std::uint32_t>(*window);
+    o.config.auto_window = false;
+  }
   if (std::optional<std::string> t = args.get("timeout")) {
     Result<std::chrono::nanoseconds> d = parse_duration(*t);
     if (!d.ok()) return d.status().with_context("--timeout");

@@ -142,6 +142,8 @@ Result<Report> run_client(const PerftestOptions& o, const BackendMaker& make, co
   if (o.test != PerfTest::priority) r.add("warmup", o.warmup);
   r.add("chunk_bytes", o.config.chunk_bytes);
   r.add("window", static_cast<std::uint64_t>(o.config.window_chunks));
+  r.add("chunk_auto", o.config.auto_chunk);  // true: chunk_bytes is only the starting value
+  r.add("window_auto", o.config.auto_window);
   if (o.test != PerfTest::priority) {
     r.add("enforce_priority", o.config.enforce_priority);
     Status s = client_session(make, o.config, address, [&](const Link& link) {

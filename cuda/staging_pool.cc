@@ -110,21 +110,32 @@ Status StagingPool::release(const StagingBuffer& b) {
 }
 
 Result<std::uint64_t> StagingPool::copy_to_host(const void* src, std::size_t bytes, Stream producer) {
+  return stage_to_host(src, bytes, &producer);
+}
+
+Result<std::uint64_t> StagingPool::copy_to_host_after_gate(const void* src, std::size_t bytes) {
+  return stage_to_host(src, bytes, nullptr);
+}
+
+Result<std::uint64_t> StagingPool::stage_to_host(const void* src, std::size_t bytes, const Stream* producer) {
   TICTAC_RETURN_IF_ERROR(check_size(bytes));
   if (src == nullptr) return invalid_argument("staged copy from a null device address");
-  if (free_.empty() || events_.available() < 2) {
+  const std::size_t events_needed = producer != nullptr ? 2 : 1;
+  if (free_.empty() || events_.available() < events_needed) {
     return Status(StatusCode::resource_exhausted,
                   free_.empty() ? "no free staging buffer; retry after completions or raise TICTAC_CUDA_STAGING_BUFFERS"
                                 : "no free CUDA event for a staged copy; retry after a poll or raise TICTAC_CUDA_EVENTS");
   }
   Result<StagingBuffer> buf = acquire();
   if (!buf.ok()) return buf.status();
-  Event after_producer = *events_.acquire();
   Event done = *events_.acquire();
   Status s = api_.use_device(options_.device);
-  if (s.ok()) s = api_.record_event(after_producer, producer);
-  if (s.ok()) s = api_.stream_wait_event(side_, after_producer);
-  events_.release(after_producer);  // the side stream's wait captured the record
+  if (producer != nullptr) {
+    Event after_producer = *events_.acquire();
+    if (s.ok()) s = api_.record_event(after_producer, *producer);
+    if (s.ok()) s = api_.stream_wait_event(side_, after_producer);
+    events_.release(after_producer);  // the side stream's wait captured the record
+  }
   if (s.ok()) s = api_.memcpy_async(buf->host, src, bytes, side_);
   if (!s.ok()) {
     events_.release(done);

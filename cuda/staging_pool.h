@@ -64,6 +64,9 @@ class StagingPool {
   std::size_t buffer_bytes() const { return options_.buffer_bytes; }
 
   Result<std::uint64_t> copy_to_host(const void* src, std::size_t bytes, Stream producer);
+  // The same when the producer's work is known to be done (a SendGate released it): the copy is
+  // ordered after no stream, so later work on the producer stream cannot delay it.
+  Result<std::uint64_t> copy_to_host_after_gate(const void* src, std::size_t bytes);
   Result<StagingBuffer> acquire();
   Result<std::uint64_t> copy_to_device(const StagingBuffer& buffer, std::size_t bytes, void* dst, Stream consumer);
   Status release(const StagingBuffer& buffer);
@@ -82,6 +85,8 @@ class StagingPool {
 
   StagingPool(Api& api, EventPool& events, const StagingOptions& options) : api_(api), events_(events), options_(options) {}
   StagingBuffer buffer(std::uint32_t index) const;
+  // copy_to_host with the side stream ordered after `producer` (null: after nothing).
+  Result<std::uint64_t> stage_to_host(const void* src, std::size_t bytes, const Stream* producer);
   Status check_size(std::size_t bytes) const;
   Status check_lent(const StagingBuffer& b) const;
 

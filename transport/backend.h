@@ -77,7 +77,8 @@ class Endpoint {
   // Queues one frame. `payload` has header.length bytes (may be null when 0) and must stay valid
   // until on_sent(cookie). resource_exhausted = no capacity (nothing queued); other errors mean
   // the endpoint is unusable.
-  virtual Status post(const wire::Header& header, const std::byte* payload, std::uint64_t cookie) = 0;
+  virtual Status post(const wire::Header& header, const std::byte* payload,
+                      std::uint64_t cookie) = 0;
   // Zero-copy hook, called by the core when it binds the rendezvous message `msg_id` (the
   // peer's number) to a receive, just before it posts that message's READY: the message's
   // `length` bytes will land at `data`. A backend that can let the peer write them there
@@ -114,6 +115,15 @@ class Backend {
   // registers memory). The Context passes what it resolved (ContextOptions or
   // TICTAC_AUTH_TOKEN); the default ignores it (tcp/loopback authenticate in the Connection).
   virtual void set_auth_token(const std::optional<std::string>& token) { (void)token; }
+  // Before attach(): the limits on incoming handshakes (TICTAC_MAX_HANDSHAKES at once, each
+  // within `timeout`), for a backend that runs a handshake of its own before it hands an endpoint
+  // to the Core (verbs: its side channel). The default ignores them (the Core applies them to
+  // the Connection's handshake in any case).
+  virtual void set_handshake_limits(std::uint32_t max_concurrent,
+                                    std::chrono::milliseconds timeout) {
+    (void)max_concurrent;
+    (void)timeout;
+  }
 
   // --- loop thread of `engine` only ---
   // Called once before any other loop call.

@@ -9,11 +9,18 @@
 namespace tictac::transport {
 namespace {
 
-const SizeTunable kChunkBytes{"TICTAC_CHUNK_BYTES", 1 << 20,
-                              "bytes per transfer chunk; a higher-priority message preempts at chunk "
-                              "boundaries (1..1G)"};
-const IntTunable kWindow{"TICTAC_WINDOW", 4,
-                         "data chunks in flight per backend device, shared by all its peers (1..4096)"};
+const StringTunable kChunkBytes{"TICTAC_CHUNK_BYTES", "auto",
+                                "bytes per transfer chunk; a higher-priority message preempts at chunk "
+                                "boundaries (1..1G), or auto: measured rate x TICTAC_CHUNK_TARGET, "
+                                "64K..8M, tuned online per backend device (starts at 64K)"};
+const StringTunable kWindow{"TICTAC_WINDOW", "auto",
+                            "data chunks in flight per backend device, shared by all its peers "
+                            "(1..4096), or auto: enough to keep the link full at the measured rate "
+                            "and backend delay, 2..64 (starts at 2)"};
+const DurationTunable kChunkTarget{"TICTAC_CHUNK_TARGET", std::chrono::microseconds(100),
+                                   "with TICTAC_CHUNK_BYTES=auto: the time one chunk takes at the "
+                                   "measured rate, i.e. the pre-emption latency a chunk adds "
+                                   "(10us..1s)", "100us"};
 const SizeTunable kEagerBytes{"TICTAC_EAGER_BYTES", 256 << 10,
                               "eager receive pool per peer; smaller messages skip the READY round trip "
                               "while credit lasts (0 disables eager sends)"};
@@ -47,12 +54,39 @@ const DurationTunable kHandshakeTimeout{"TICTAC_HANDSHAKE_TIMEOUT", std::chrono:
 
 }  // namespace
 
+TransportConfig TransportConfig::defaults() {
+  TransportConfig c;
+  c.auto_chunk = true;
+  c.auto_window = true;
+  c.chunk_bytes = kAutoStartChunk;
+  c.window_chunks = kAutoStartWindow;
+  return c;
+}
+
 Result<TransportConfig> TransportConfig::from_env() {
   TransportConfig c;
-  auto chunk = kChunkBytes.get();
-  TICTAC_RETURN_IF_ERROR(chunk);
-  auto window = kWindow.get();
-  TICTAC_RETURN_IF_ERROR(window);
+  auto chunk_text = kChunkBytes.get();
+  TICTAC_RETURN_IF_ERROR(chunk_text);
+  c.auto_chunk = *chunk_text == "auto";
+  // auto starts small (the first measurement comes after a few chunks; a fast link grows it).
+  if (c.auto_chunk) c.chunk_bytes = kAutoStartChunk;
+  Result<std::uint64_t> chunk = c.auto_chunk ? Result<std::uint64_t>(c.chunk_bytes) : parse_size(*chunk_text);
+  if (!chunk.ok()) {
+    return invalid_argument("TICTAC_CHUNK_BYTES='" + *chunk_text + "': " + chunk.status().message() +
+                            "; write a size such as 64K or 1M, or auto");
+  }
+  auto window_text = kWindow.get();
+  TICTAC_RETURN_IF_ERROR(window_text);
+  c.auto_window = *window_text == "auto";
+  if (c.auto_window) c.window_chunks = kAutoStartWindow;
+  Result<std::int64_t> window = c.auto_window ? Result<std::int64_t>(c.window_chunks) : parse_int(*window_text);
+  if (!window.ok()) {
+    return invalid_argument("TICTAC_WINDOW='" + *window_text + "': " + window.status().message() +
+                            "; write a number of chunks (1..4096) or auto");
+  }
+  auto target = kChunkTarget.get();
+  TICTAC_RETURN_IF_ERROR(target);
+  c.chunk_target = *target;
   auto eager = kEagerBytes.get();
   TICTAC_RETURN_IF_ERROR(eager);
   auto timeout = kTimeout.get();
@@ -93,8 +127,11 @@ Result<TransportConfig> TransportConfig::from_env() {
   c.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*timeout);
   c.enforce_priority = *priority;
   TICTAC_RETURN_IF_ERROR(c.validate());
-  TICTAC_LOG(debug) << "transport config: TICTAC_CHUNK_BYTES=" << c.chunk_bytes
-                    << " TICTAC_WINDOW=" << c.window_chunks << " TICTAC_EAGER_BYTES=" << c.eager_bytes
+  TICTAC_LOG(debug) << "transport config: TICTAC_CHUNK_BYTES="
+                    << (c.auto_chunk ? "auto" : std::to_string(c.chunk_bytes))
+                    << " TICTAC_WINDOW=" << (c.auto_window ? "auto" : std::to_string(c.window_chunks))
+                    << " TICTAC_CHUNK_TARGET=" << c.chunk_target.count() << "ns"
+                    << " TICTAC_EAGER_BYTES=" << c.eager_bytes
                     << " TICTAC_TIMEOUT=" << c.timeout.count() << "ms TICTAC_PRIORITY="
                     << (c.enforce_priority ? 1 : 0) << " TICTAC_ADVERTS=" << c.max_adverts
                     << " TICTAC_INLINE=" << (c.inline_small ? 1 : 0);
@@ -108,6 +145,10 @@ Status TransportConfig::validate() const {
                             " (TICTAC_CHUNK_BYTES)");
   }
   if (window_chunks < 1) return invalid_argument("window must be at least one chunk (TICTAC_WINDOW)");
+  if (chunk_target < std::chrono::microseconds(10) || chunk_target > std::chrono::seconds(1)) {
+    return invalid_argument("chunk target of " + std::to_string(chunk_target.count()) +
+                            " ns is out of range 10us..1s (TICTAC_CHUNK_TARGET)");
+  }
   if (eager_bytes > (std::uint64_t{1} << 40)) {
     return invalid_argument("eager pool of " + std::to_string(eager_bytes) +
                             " bytes per peer is unreasonably large (TICTAC_EAGER_BYTES)");

@@ -1,7 +1,10 @@
 // TransportConfig: the tunables of the transport core, read from TICTAC_* environment variables
 // (declared once, in config.cc, with defaults and help text; `tictac info --tunables` lists them):
-//   TICTAC_CHUNK_BYTES  (1 MiB)  bytes per chunk: the preemption granularity
-//   TICTAC_WINDOW       (4)      data chunks in flight per backend device
+//   TICTAC_CHUNK_BYTES  (auto)   bytes per chunk: the preemption granularity; auto = measured
+//                                rate x TICTAC_CHUNK_TARGET, tuned online (transport/chunk_tuner.h)
+//   TICTAC_WINDOW       (auto)   data chunks in flight per backend device; auto = enough to keep
+//                                the link full at the measured rate and backend delay
+//   TICTAC_CHUNK_TARGET (100us)  auto chunk: how long one chunk takes at the measured rate
 //   TICTAC_EAGER_BYTES  (256 KiB) eager pool per peer: messages up to this size are sent without
 //                                 waiting for the receiver's READY while credit lasts
 //   TICTAC_TIMEOUT      (30s)    connect/handshake timeout and silence after which a peer is dead
@@ -28,8 +31,14 @@
 namespace tictac::transport {
 
 struct TransportConfig {
+  // A value set here is fixed unless auto_* is set; from_env() sets auto_* when the variable is
+  // unset or "auto" (then chunk_bytes and window_chunks are the values used before the first
+  // measurement).
   std::uint64_t chunk_bytes = 1 << 20;
   std::uint32_t window_chunks = 4;
+  bool auto_chunk = false;
+  bool auto_window = false;
+  std::chrono::nanoseconds chunk_target{std::chrono::microseconds(100)};
   std::uint64_t eager_bytes = 256 << 10;
   std::chrono::milliseconds timeout{30'000};
   bool enforce_priority = true;
@@ -39,7 +48,13 @@ struct TransportConfig {
   std::uint32_t max_handshakes = 64;
   std::chrono::milliseconds handshake_timeout{10'000};
 
+  // The documented defaults, without reading the environment: auto chunk and window, starting at
+  // kAutoStartChunk and kAutoStartWindow. (A plain TransportConfig{} has fixed 1 MiB / 4.)
+  static TransportConfig defaults();
   static Result<TransportConfig> from_env();
+
+  static constexpr std::uint64_t kAutoStartChunk = 64 << 10;
+  static constexpr std::uint32_t kAutoStartWindow = 2;
   Status validate() const;
 };
 

@@ -21,9 +21,17 @@ constexpr std::size_t kSentLogMax = 4096;
 Connection::Connection(PeerId id, std::unique_ptr<Endpoint> endpoint, SendQueue& queue,
                        ConnectionHost& host, const TransportConfig& config, const HelloInfo& local,
                        bool initiator)
-    : id_(id), endpoint_(std::move(endpoint)), endpoint_desc_(endpoint_->describe()), queue_(queue),
-      host_(host), config_(config), local_(local), initiator_(initiator), created_(Clock::now()),
-      last_rx_(created_), last_tx_(created_) {}
+    : id_(id),
+      endpoint_(std::move(endpoint)),
+      endpoint_desc_(endpoint_->describe()),
+      queue_(queue),
+      host_(host),
+      config_(config),
+      local_(local),
+      initiator_(initiator),
+      created_(Clock::now()),
+      last_rx_(created_),
+      last_tx_(created_) {}
 
 Connection::~Connection() {
   if (endpoint_) endpoint_->close();
@@ -31,14 +39,17 @@ Connection::~Connection() {
 
 std::string Connection::describe() const {
   // The name is known (and believed) only once the handshake passed.
-  return "peer " + (peer_.name.empty() ? std::string() : "'" + peer_.name + "' ") + "over " + endpoint_desc_;
+  return "peer " + (peer_.name.empty() ? std::string() : "'" + peer_.name + "' ") + "over " +
+         endpoint_desc_;
 }
 
 Status Connection::peer_status(StatusCode code, const std::string& what) const {
-  return Status(code, describe() + ": " + what, "peer " + (peer_.name.empty() ? endpoint_desc_ : peer_.name));
+  return Status(code, describe() + ": " + what,
+                "peer " + (peer_.name.empty() ? endpoint_desc_ : peer_.name));
 }
 
-void Connection::push_control(Header h, std::vector<std::byte> payload, std::uint64_t completes_msg) {
+void Connection::push_control(Header h, std::vector<std::byte> payload,
+                              std::uint64_t completes_msg) {
   const std::uint64_t cid = next_control_id_++;
   control_.emplace(cid, ControlFrame{h, std::move(payload), completes_msg});
   queue_.push_control(id_, cid);
@@ -76,7 +87,8 @@ void Connection::send(Request* req) {
     send_credit_ -= total;
     m.flags = wire::kFlagEager;
   }
-  const bool one_chunk = config_.inline_small && m.eager && total > 0 && total <= config_.chunk_bytes && total <= wire::kMaxChunkBytes;
+  const bool one_chunk = config_.inline_small && m.eager && total > 0 &&
+                         total <= queue_.chunk_bytes() && total <= wire::kMaxChunkBytes;
   // ANNOUNCEs must reach the peer in id order. Inline-pending sends leave in id order as long as
   // none is more urgent than an older one (strict levels, FIFO within a level); a send that is
   // more urgent, or that is announced on the control lane (which goes first), has every older
@@ -90,7 +102,7 @@ void Connection::send(Request* req) {
     last_inline_priority_ = req->priority();
     out_.emplace(msg_id, m);
     inline_pending_.insert(msg_id);
-    queue_.push(id_, msg_id, req->priority(), total);
+    queue_.push(id_, msg_id, req->priority(), total, /*whole=*/true);
     host_.schedule_pump(queue_);
     return;
   }
@@ -163,7 +175,8 @@ void Connection::post_chunk(const Chunk& chunk) {
     TICTAC_CHECK(it != out_.end(), "data chunk of unknown message " << chunk.message);
     if (it->second.inline_pending) {
       OutMsg& m = it->second;
-      TICTAC_CHECK(chunk.offset == 0 && chunk.last, "inline message " << chunk.message << " cut in chunks");
+      TICTAC_CHECK(chunk.offset == 0 && chunk.last,
+                   "inline message " << chunk.message << " cut in chunks");
       TICTAC_CHECK(*inline_pending_.begin() == chunk.message,
                    "inline message " << chunk.message << " left before the older inline message "
                                      << *inline_pending_.begin());
@@ -315,8 +328,12 @@ void Connection::on_frame(const Header& h) {
   last_rx_ = Clock::now();
   if (refusing_) return;
   switch (h.type) {
-    case FrameType::auth: handle_auth(); break;
-    case FrameType::hello: handle_hello(); break;
+    case FrameType::auth:
+      handle_auth();
+      break;
+    case FrameType::hello:
+      handle_hello();
+      break;
     case FrameType::announce:
       if ((h.flags & wire::kFlagInline) != 0) {
         handle_data(h);  // accepted in on_header; this is its payload
@@ -324,13 +341,27 @@ void Connection::on_frame(const Header& h) {
         handle_announce(h);
       }
       break;
-    case FrameType::data: handle_data(h); break;
-    case FrameType::ready: handle_ready(h); break;
-    case FrameType::reject: handle_reject(h); break;
-    case FrameType::credit: send_credit_ += h.total; host_.schedule_pump(queue_); break;
-    case FrameType::abort: handle_abort(h); break;
-    case FrameType::heartbeat: break;
-    case FrameType::advert: handle_advert(h); break;
+    case FrameType::data:
+      handle_data(h);
+      break;
+    case FrameType::ready:
+      handle_ready(h);
+      break;
+    case FrameType::reject:
+      handle_reject(h);
+      break;
+    case FrameType::credit:
+      send_credit_ += h.total;
+      host_.schedule_pump(queue_);
+      break;
+    case FrameType::abort:
+      handle_abort(h);
+      break;
+    case FrameType::heartbeat:
+      break;
+    case FrameType::advert:
+      handle_advert(h);
+      break;
   }
 }
 
@@ -342,7 +373,8 @@ void Connection::handle_announce(const Header& h) {
 Status Connection::accept_announce(const Header& h) {
   last_in_msg_id_ = h.msg_id;
   count_announce(h.tag);
-  const std::uint8_t kind = h.flags & static_cast<std::uint8_t>(~(wire::kFlagCredit | wire::kFlagInline));
+  const std::uint8_t kind =
+      h.flags & static_cast<std::uint8_t>(~(wire::kFlagCredit | wire::kFlagInline));
   InMsg m;
   m.tag = h.tag;
   m.total = h.total;
@@ -376,8 +408,9 @@ void Connection::bind(std::uint64_t msg_id, Request* req) {
 void Connection::bind_in(std::uint64_t msg_id, InMsg& m, Request* req) {
   if (m.total > req->length()) {
     const Status too_small(StatusCode::invalid_argument,
-                           "message of " + std::to_string(m.total) + " bytes (tag " + std::to_string(m.tag) +
-                               ") from " + describe() + " does not fit the posted receive of " +
+                           "message of " + std::to_string(m.total) + " bytes (tag " +
+                               std::to_string(m.tag) + ") from " + describe() +
+                               " does not fit the posted receive of " +
                                std::to_string(req->length()) + " bytes");
     host_.finish(req, too_small, 0, id_);
     if (m.eager) {
@@ -500,7 +533,8 @@ void Connection::handle_abort(const Header& h) {
   in_.erase(it);
   if (credit > 0) return_credit(credit);
   if (req != nullptr) {
-    host_.finish(req, peer_status(StatusCode::cancelled, "the sender cancelled the message"), 0, id_);
+    host_.finish(req, peer_status(StatusCode::cancelled, "the sender cancelled the message"), 0,
+                 id_);
   }
 }
 
@@ -514,9 +548,9 @@ void Connection::watchdog(Clock::time_point now) {
     if (now - created_ > limit && refusing_) {
       fail(refusal_);  // the refusal never left: close anyway
     } else if (now - created_ > limit) {
-      fail(peer_status(StatusCode::timeout,
-                       "handshake did not complete within " + std::to_string(limit.count()) +
-                           " ms (TICTAC_HANDSHAKE_TIMEOUT / TICTAC_TIMEOUT)"));
+      fail(peer_status(StatusCode::timeout, "handshake did not complete within " +
+                                                std::to_string(limit.count()) +
+                                                " ms (TICTAC_HANDSHAKE_TIMEOUT / TICTAC_TIMEOUT)"));
     }
     return;
   }
@@ -563,7 +597,12 @@ void Connection::fail(const Status& status) {
   std::vector<Request*> reqs;
   for (auto& [msg_id, m] : out_) reqs.push_back(m.req);
   for (auto& [msg_id, m] : in_) {
-    if (m.recv != nullptr) reqs.push_back(m.recv);
+    if (m.recv != nullptr) {
+      reqs.push_back(m.recv);
+    } else if (!m.discard && m.eager && m.received == m.total && !m.frame_in_progress) {
+      // Arrived whole, no receive yet: still deliverable (the bytes of a closed socket are).
+      host_.keep_arrived(*this, msg_id, m.tag, m.total, std::move(m.pool));
+    }
   }
   out_.clear();
   in_.clear();

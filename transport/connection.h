@@ -20,18 +20,18 @@
 // inline sends never get more urgent with a higher id (so the SendQueue pops them in id order);
 // a send that would break that, or one announced on the control lane (which goes first), first
 // moves every older inline-pending send's ANNOUNCE to the control lane (its data then follows as
-// a plain DATA frame). A cancelled inline-pending send is announced that way, then aborted. Credit is returned in batches (a CREDIT frame
-// once half the pool is free again, or at the watchdog) and piggybacked on any other frame going
-// to the peer (kFlagCredit + aux).
-// plus REJECT (receive buffer too small), ABORT (sender cancelled), HEARTBEAT (liveness) and the
-// handshake: first AUTH frames carrying transport/auth's version check and (with a token) the
-// HMAC-SHA256 mutual authentication, then one HELLO each way. Nothing but AUTH is accepted before
-// the authentication handshake is done, nothing but HELLO until the peer's HELLO arrived. A peer
-// that fails the handshake is sent the refusal with its reason (best effort), then the connection
-// fails; it is never established, so the Core never matches or hands it out. Every incoming frame
-// is validated against this state; a violation is a protocol_error that fails the connection.
-// Loop-thread only. Owned by the Core; the Request objects it points to are owned by the Core and
-// released only through ConnectionHost::finish().
+// a plain DATA frame). A cancelled inline-pending send is announced that way, then aborted. Credit
+// is returned in batches (a CREDIT frame once half the pool is free again, or at the watchdog) and
+// piggybacked on any other frame going to the peer (kFlagCredit + aux). plus REJECT (receive buffer
+// too small), ABORT (sender cancelled), HEARTBEAT (liveness) and the handshake: first AUTH frames
+// carrying transport/auth's version check and (with a token) the HMAC-SHA256 mutual authentication,
+// then one HELLO each way. Nothing but AUTH is accepted before the authentication handshake is
+// done, nothing but HELLO until the peer's HELLO arrived. A peer that fails the handshake is sent
+// the refusal with its reason (best effort), then the connection fails; it is never established, so
+// the Core never matches or hands it out. Every incoming frame is validated against this state; a
+// violation is a protocol_error that fails the connection. Loop-thread only. Owned by the Core; the
+// Request objects it points to are owned by the Core and released only through
+// ConnectionHost::finish().
 #pragma once
 
 #include <cstdint>
@@ -66,6 +66,10 @@ class ConnectionHost {
   // Completes and releases a request.
   virtual void finish(Request* req, const Status& status, std::uint64_t bytes, PeerId source) = 0;
   virtual void connection_established(Connection& conn) = 0;
+  // The connection is failing and message `msg_id` had fully arrived without a receive: the host
+  // may keep it deliverable (called before connection_failed; `bytes` null when `total` is 0).
+  virtual void keep_arrived(Connection& conn, std::uint64_t msg_id, Tag tag, std::uint64_t total,
+                            std::unique_ptr<std::byte[]> bytes) = 0;
   // The connection reached its terminal state (its own requests are already completed).
   virtual void connection_failed(Connection& conn, const Status& status) = 0;
   virtual void schedule_pump(SendQueue& queue) = 0;
@@ -138,15 +142,15 @@ class Connection final : public EndpointSink {
     Tag tag = 0;
     std::uint64_t total = 0;
     Priority priority = 0;
-    bool eager = false;                      // data comes without READY (eager or claimed)
-    std::uint64_t credit = 0;                // eager-pool bytes it holds (0 when claimed)
-    Request* recv = nullptr;                 // bound receive
-    std::unique_ptr<std::byte[]> pool;       // eager bytes of an unexpected message
+    bool eager = false;                 // data comes without READY (eager or claimed)
+    std::uint64_t credit = 0;           // eager-pool bytes it holds (0 when claimed)
+    Request* recv = nullptr;            // bound receive
+    std::unique_ptr<std::byte[]> pool;  // eager bytes of an unexpected message
     std::uint64_t received = 0;
-    bool discard = false;                    // receive gone (cancelled/too small): drop the bytes
-    bool frame_in_progress = false;          // a DATA payload is landing in recv's buffer
-    bool cancel_pending = false;             // cancel() arrived while it was landing
-    bool exported = false;                   // the backend lets the peer write into recv's buffer
+    bool discard = false;            // receive gone (cancelled/too small): drop the bytes
+    bool frame_in_progress = false;  // a DATA payload is landing in recv's buffer
+    bool cancel_pending = false;     // cancel() arrived while it was landing
+    bool exported = false;           // the backend lets the peer write into recv's buffer
   };
   struct ControlFrame {
     wire::Header header;
@@ -168,7 +172,8 @@ class Connection final : public EndpointSink {
   wire::Header announce_header(std::uint64_t msg_id, const OutMsg& m) const;
   // Receiver: records an ANNOUNCE and matches it; an error status fails the connection.
   Status accept_announce(const wire::Header& h);
-  void push_control(wire::Header h, std::vector<std::byte> payload = {}, std::uint64_t completes_msg = 0);
+  void push_control(wire::Header h, std::vector<std::byte> payload = {},
+                    std::uint64_t completes_msg = 0);
   Status validate(const wire::Header& h);
   Status validate_handshake(const wire::Header& h);
   void handle_auth();
@@ -213,7 +218,7 @@ class Connection final : public EndpointSink {
   std::vector<std::byte> hello_body_;
   std::vector<std::byte> auth_body_;
   std::optional<auth::Handshake> auth_;
-  bool refusing_ = false;               // sending the refusal; then fail(refusal_)
+  bool refusing_ = false;  // sending the refusal; then fail(refusal_)
   Status refusal_;
   std::uint64_t refusal_control_id_ = 0;
 
@@ -221,9 +226,9 @@ class Connection final : public EndpointSink {
   std::uint64_t last_in_msg_id_ = 0;
   std::uint64_t next_control_id_ = std::uint64_t{1} << 63;  // disjoint from message ids
   std::uint64_t next_cookie_ = 1;
-  std::uint64_t send_credit_ = 0;   // eager bytes we may still send to the peer
-  std::uint64_t eager_in_use_ = 0;  // of our pool for this peer
-  std::uint64_t credit_owed_ = 0;   // pool bytes freed and not yet returned to the peer
+  std::uint64_t send_credit_ = 0;           // eager bytes we may still send to the peer
+  std::uint64_t eager_in_use_ = 0;          // of our pool for this peer
+  std::uint64_t credit_owed_ = 0;           // pool bytes freed and not yet returned to the peer
   std::set<std::uint64_t> inline_pending_;  // sends whose ANNOUNCE travels with the data
   Priority last_inline_priority_ = 0;       // of the newest one (valid while any is pending)
   std::unordered_map<std::uint64_t, OutMsg> out_;

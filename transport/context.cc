@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
@@ -37,7 +38,8 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
   std::optional<std::string> auth_token;
   if (options.auth_token) {
     if (!options.auth_token->empty()) {
-      TICTAC_RETURN_IF_ERROR(auth::validate_token(*options.auth_token, "ContextOptions::auth_token"));
+      TICTAC_RETURN_IF_ERROR(
+          auth::validate_token(*options.auth_token, "ContextOptions::auth_token"));
       auth_token = std::move(options.auth_token);
     }
   } else {
@@ -48,17 +50,22 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
   if (options.backends.empty()) options.backends.push_back(tcp::create());
   std::string name = options.name.empty() ? default_name() : options.name;
   if (name.size() > kMaxNameBytes) {
-    return invalid_argument("context name of " + std::to_string(name.size()) + " bytes is longer than " +
-                            std::to_string(kMaxNameBytes));
+    return invalid_argument("context name of " + std::to_string(name.size()) +
+                            " bytes is longer than " + std::to_string(kMaxNameBytes));
   }
   Result<std::unique_ptr<ProgressEngine>> engine = ProgressEngine::create(options.mode);
   TICTAC_RETURN_IF_ERROR(engine);
 
-  for (const auto& b : options.backends) b->set_auth_token(auth_token);  // before Core attaches them
+  for (const auto& b : options.backends) {  // before Core attaches them
+    b->set_auth_token(auth_token);
+    b->set_handshake_limits(config.max_handshakes,
+                            std::min(config.handshake_timeout, config.timeout));
+  }
   std::unique_ptr<Context> ctx(new Context(config, name, std::move(engine).value()));
   ctx->cuda_ = std::make_unique<CudaDevices>(options.cuda_api);
   for (const auto& b : options.backends) {
-    ctx->backend_status_.push_back(BackendStatus{std::string(b->name()), b->viability(), b->capabilities()});
+    ctx->backend_status_.push_back(
+        BackendStatus{std::string(b->name()), b->viability(), b->capabilities()});
   }
   ctx->core_ = std::make_unique<Core>(*ctx->engine_, config, name, std::move(options.backends),
                                       std::move(auth_token), *ctx->cuda_);
@@ -96,8 +103,9 @@ Result<T> Context::call(std::function<void(std::function<void(Result<T>)>)> op) 
   if (joined_.load()) return Status(StatusCode::cancelled, "context is joined");
   const bool manual = engine_->mode() == ProgressEngine::Mode::manual;
   if ((!manual && engine_->on_loop_thread()) || (manual && engine_->dispatching())) {
-    return invalid_argument("blocking transport call made from a completion callback; "
-                            "callbacks must not block (post the work elsewhere)");
+    return invalid_argument(
+        "blocking transport call made from a completion callback; "
+        "callbacks must not block (post the work elsewhere)");
   }
   struct Shared {
     std::mutex m;
@@ -131,9 +139,8 @@ Result<T> Context::call(std::function<void(std::function<void(Result<T>)>)> op) 
 Result<std::string> Context::listen(std::string_view address) {
   Core* core = core_.get();
   std::string addr(address);
-  return call<std::string>([core, addr](std::function<void(Result<std::string>)> done) {
-    done(core->listen(addr));
-  });
+  return call<std::string>(
+      [core, addr](std::function<void(Result<std::string>)> done) { done(core->listen(addr)); });
 }
 
 Result<PeerId> Context::connect(std::string_view address) {
@@ -154,34 +161,42 @@ Result<PeerId> Context::accept(std::chrono::milliseconds timeout) {
 
 Result<std::string> Context::peer_name(PeerId peer) {
   Core* core = core_.get();
-  return call<std::string>([core, peer](std::function<void(Result<std::string>)> done) {
-    done(core->peer_name(peer));
-  });
+  return call<std::string>(
+      [core, peer](std::function<void(Result<std::string>)> done) { done(core->peer_name(peer)); });
 }
 
 RequestId Context::submit(bool is_send, PeerId peer, Tag tag, const MemoryRegion& region,
-                          std::uint64_t offset, std::uint64_t length, Priority priority, Callback cb) {
+                          std::uint64_t offset, std::uint64_t length, Priority priority,
+                          Callback cb) {
   if (joined_.load()) return kNoRequest;
   const RequestId id = next_request_.fetch_add(1);
   const std::size_t region_bytes = region.size();
   Status range;
   if (offset > region_bytes || length > region_bytes - offset) {
-    range = invalid_argument("range [" + std::to_string(offset) + ", +" + std::to_string(length) +
-                             ") lies outside the region of " + std::to_string(region_bytes) + " bytes");
+    range =
+        invalid_argument("range [" + std::to_string(offset) + ", +" + std::to_string(length) +
+                         ") lies outside the region of " + std::to_string(region_bytes) + " bytes");
   } else if (length > (std::uint64_t{1} << 48)) {
-    range = invalid_argument("message of " + std::to_string(length) + " bytes exceeds the 2^48 limit");
+    range =
+        invalid_argument("message of " + std::to_string(length) + " bytes exceeds the 2^48 limit");
   }
   const bool device = region.type() == MemoryType::cuda;
   DeviceRoute route;
   if (device && range.ok()) {
     route.device = region.desc().cuda_device;
     route.stream = region.desc().cuda_stream;
-    // Set-up on this thread (a no-op once done), so that the loop never blocks in CUDA.
+    // Set-up on this thread (a no-op once done), so that the loop never blocks in CUDA; then the
+    // producer gate / consumer wait, so that the stream is ordered at this call (cuda_path.h).
     Result<CudaDevice*> dev = cuda_->prepare(route.device);
-    if (!dev.ok()) range = dev.status();
+    if (!dev.ok()) {
+      range = dev.status();
+    } else {
+      range = enqueue_at_submit(**dev, is_send, route);
+    }
   }
-  auto req = std::make_unique<Request>(id, is_send ? RequestKind::send : RequestKind::recv, peer, tag,
-                                       region.data() + (range.ok() ? offset : 0), length, priority, std::move(cb));
+  auto req = std::make_unique<Request>(id, is_send ? RequestKind::send : RequestKind::recv, peer,
+                                       tag, region.data() + (range.ok() ? offset : 0), length,
+                                       priority, std::move(cb));
   Core* core = core_.get();
   // shared_ptr: std::function needs a copyable callable.
   auto holder = std::make_shared<std::unique_ptr<Request>>(std::move(req));
@@ -283,6 +298,8 @@ void Context::join() {
   engine_->join();
 }
 
-std::size_t Context::progress(std::chrono::milliseconds timeout) { return engine_->progress(timeout); }
+std::size_t Context::progress(std::chrono::milliseconds timeout) {
+  return engine_->progress(timeout);
+}
 
 }  // namespace tictac::transport

@@ -18,7 +18,9 @@
 // orders them). A send of a device region starts only after the work enqueued on its stream
 // before send(); a receive makes the region's stream wait at once, and work enqueued on it after
 // recv() runs only once every byte is on the device (without stream memory operations: only work
-// enqueued after the callback). If no byte arrives within TICTAC_CUDA_ARRIVAL_TIMEOUT the stream
+// enqueued after the callback). Both are enqueued on the calling thread before send()/recv()
+// return, also inside a batch (when the event or flag pool is empty at that moment, the loop
+// enqueues them later: transport/cuda_path.h). If no byte arrives within TICTAC_CUDA_ARRIVAL_TIMEOUT the stream
 // is released with the error sentinel (cuda/flag_pool.h) and the receive fails with timeout; a
 // cancelled or failed receive releases it the same way. Backends without GPU memory support (tcp,
 // UCX without CUDA) stage through pinned host buffers (docs/cuda.md).

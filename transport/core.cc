@@ -3,6 +3,7 @@
 #include <openssl/crypto.h>
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include "common/check.h"
@@ -13,9 +14,18 @@ namespace tictac::transport {
 Core::Core(ProgressEngine& engine, const TransportConfig& config, std::string name,
            std::vector<std::unique_ptr<Backend>> backends, std::optional<std::string> auth_token,
            CudaDevices& cuda)
-    : engine_(engine), config_(config), local_{std::move(name), config.eager_bytes},
-      auth_token_(std::move(auth_token)), cuda_(std::make_unique<CudaPath>(engine, cuda, *this)) {
-  SendQueueConfig qc{config.chunk_bytes, config.window_chunks, config.enforce_priority};
+    : engine_(engine),
+      config_(config),
+      local_{std::move(name), config.eager_bytes},
+      auth_token_(std::move(auth_token)),
+      cuda_(std::make_unique<CudaPath>(engine, cuda, *this)) {
+  SendQueueConfig qc;
+  qc.chunk_bytes = config.chunk_bytes;
+  qc.window_chunks = config.window_chunks;
+  qc.enforce_priority = config.enforce_priority;
+  qc.auto_chunk = config.auto_chunk;
+  qc.auto_window = config.auto_window;
+  qc.chunk_target = config.chunk_target;
   for (auto& b : backends) {
     Device d;
     d.backend = std::move(b);
@@ -27,7 +37,8 @@ Core::Core(ProgressEngine& engine, const TransportConfig& config, std::string na
 Core::~Core() {
   // Connections close their endpoints before the backends that made them go away.
   conns_.clear();
-  if (auth_token_ && !auth_token_->empty()) OPENSSL_cleanse(auth_token_->data(), auth_token_->size());
+  if (auth_token_ && !auth_token_->empty())
+    OPENSSL_cleanse(auth_token_->data(), auth_token_->size());
 }
 
 Status Core::init() {
@@ -39,7 +50,8 @@ Status Core::init() {
     }
     Status st = d.backend->attach(engine_);
     if (!st.ok()) {
-      TICTAC_LOG(warn) << "transport backend " << d.backend->name() << " failed to start: " << st.to_string();
+      TICTAC_LOG(warn) << "transport backend " << d.backend->name()
+                       << " failed to start: " << st.to_string();
       continue;
     }
     d.attached = true;
@@ -60,8 +72,9 @@ void Core::watchdog() {
 Core::Device* Core::device_for(std::string_view address, std::string_view* rest, Status* error) {
   const auto sep = address.find("://");
   if (sep == std::string_view::npos) {
-    *error = invalid_argument("address '" + std::string(address) +
-                              "' has no scheme; write e.g. tcp://127.0.0.1:5000 or loopback://name");
+    *error =
+        invalid_argument("address '" + std::string(address) +
+                         "' has no scheme; write e.g. tcp://127.0.0.1:5000 or loopback://name");
     return nullptr;
   }
   const std::string_view scheme = address.substr(0, sep);
@@ -70,21 +83,24 @@ Core::Device* Core::device_for(std::string_view address, std::string_view* rest,
   for (Device& d : devices_) {
     if (d.backend->name() == scheme) {
       if (!d.attached) {
-        *error = Status(StatusCode::unavailable, "backend '" + std::string(scheme) +
-                                                     "' is not usable here: " + d.backend->viability().reason);
+        *error = Status(StatusCode::unavailable,
+                        "backend '" + std::string(scheme) +
+                            "' is not usable here: " + d.backend->viability().reason);
         return nullptr;
       }
       return &d;
     }
     known += (known.empty() ? "" : ", ") + std::string(d.backend->name());
   }
-  *error = invalid_argument("no backend '" + std::string(scheme) + "' in this context (have: " + known + ")");
+  *error = invalid_argument("no backend '" + std::string(scheme) +
+                            "' in this context (have: " + known + ")");
   return nullptr;
 }
 
 Connection& Core::add_connection(Device& dev, std::unique_ptr<Endpoint> ep, bool initiator) {
   const PeerId id = next_peer_++;
-  auto conn = std::make_unique<Connection>(id, std::move(ep), *dev.queue, *this, config_, local_, initiator);
+  auto conn = std::make_unique<Connection>(id, std::move(ep), *dev.queue, *this, config_, local_,
+                                           initiator);
   Connection& ref = *conn;
   conns_.emplace(id, std::move(conn));
   ref.start(auth_token_);
@@ -104,8 +120,9 @@ Result<std::string> Core::listen(std::string_view address) {
       handshaking += c->state() == Connection::State::handshaking && !c->initiator() ? 1 : 0;
     }
     if (handshaking >= config_.max_handshakes) {
-      TICTAC_LOG(warn) << "refusing an incoming connection (" << ep->describe() << "): "
-                       << handshaking << " handshakes are already in progress (TICTAC_MAX_HANDSHAKES="
+      TICTAC_LOG(warn) << "refusing an incoming connection (" << ep->describe()
+                       << "): " << handshaking
+                       << " handshakes are already in progress (TICTAC_MAX_HANDSHAKES="
                        << config_.max_handshakes << ")";
       ep->close();
       engine_.defer([gone = std::shared_ptr<Endpoint>(std::move(ep))] {});
@@ -216,8 +233,9 @@ void Core::send(std::unique_ptr<Request> req) {
     finish(r, Status(StatusCode::cancelled, "context is closed"), 0, r->peer());
     return;
   }
-  Status error = r->peer() == kAnyPeer ? invalid_argument("send needs a specific peer, not kAnyPeer")
-                                       : Status::Ok();
+  Status error = r->peer() == kAnyPeer
+                     ? invalid_argument("send needs a specific peer, not kAnyPeer")
+                     : Status::Ok();
   Connection* conn = error.ok() ? established(r->peer(), &error) : nullptr;
   if (conn == nullptr) {
     finish(r, error, 0, r->peer());
@@ -235,7 +253,9 @@ void Core::recv(std::unique_ptr<Request> req) {
   }
   if (r->peer() != kAnyPeer) {
     Status error;
-    if (established(r->peer(), &error) == nullptr) {
+    // A peer whose connection ended may have left messages that arrived whole: those still match.
+    if (established(r->peer(), &error) == nullptr &&
+        !matcher_.has_unexpected(r->peer(), r->tag())) {
       finish(r, error, 0, r->peer());
       return;
     }
@@ -250,7 +270,36 @@ void Core::recv(std::unique_ptr<Request> req) {
     return;
   }
   cuda_->on_bound(r->id(), m->peer);
+  if (arrived_.holds(m->peer, m->msg_id)) {
+    deliver_arrived(r, *m);
+    return;
+  }
   conns_.at(m->peer)->bind(m->msg_id, r);
+}
+
+void Core::deliver_arrived(Request* r, const Matcher::Message& m) {
+  std::optional<ArrivedMessages::Message> a = arrived_.take(m.peer, m.msg_id);
+  TICTAC_CHECK(a.has_value(), "no kept message " << m.msg_id << " of peer " << m.peer);
+  if (a->total > r->length()) {
+    finish(r,
+           Status(StatusCode::invalid_argument,
+                  "message of " + std::to_string(a->total) + " bytes (tag " +
+                      std::to_string(a->tag) + ") from peer " + std::to_string(m.peer) +
+                      " (its connection has ended) does not fit " + "the posted receive of " +
+                      std::to_string(r->length()) + " bytes"),
+           0, m.peer);
+    return;
+  }
+  if (a->total > 0) std::memcpy(r->data(), a->bytes.get(), a->total);
+  finish(r, Status::Ok(), a->total, m.peer);
+}
+
+void Core::keep_arrived(Connection& conn, std::uint64_t msg_id, Tag tag, std::uint64_t total,
+                        std::unique_ptr<std::byte[]> bytes) {
+  if (closed_) return;  // nobody can receive it any more
+  for (const auto& [peer, id] : arrived_.keep(conn.id(), msg_id, {tag, total, std::move(bytes)})) {
+    (void)matcher_.drop_message(peer, id);
+  }
 }
 
 Request* Core::adopt_device(std::unique_ptr<Request> req) {
@@ -264,11 +313,19 @@ Request* Core::adopt_device(std::unique_ptr<Request> req) {
 }
 
 void Core::send_device(std::unique_ptr<Request> req, const DeviceRoute& route) {
-  if (Request* r = adopt_device(std::move(req))) cuda_->send(r, route);
+  if (Request* r = adopt_device(std::move(req))) {
+    cuda_->send(r, route);
+  } else {
+    cuda_->drop(route);
+  }
 }
 
 void Core::recv_device(std::unique_ptr<Request> req, const DeviceRoute& route) {
-  if (Request* r = adopt_device(std::move(req))) cuda_->recv(r, route);
+  if (Request* r = adopt_device(std::move(req))) {
+    cuda_->recv(r, route);
+  } else {
+    cuda_->drop(route);
+  }
 }
 
 void Core::cancel(RequestId id) {
@@ -329,7 +386,8 @@ void Core::forget_message(Connection& conn, std::uint64_t msg_id) {
 void Core::finish(Request* req, const Status& status, std::uint64_t bytes, PeerId source) {
   const RequestId id = req->id();
   auto it = requests_.find(id);
-  TICTAC_CHECK(it != requests_.end() && it->second.get() == req, "finishing an unknown request " << id);
+  TICTAC_CHECK(it != requests_.end() && it->second.get() == req,
+               "finishing an unknown request " << id);
   std::unique_ptr<Request> owned = std::move(it->second);
   requests_.erase(it);
   owned->complete(status, bytes, source);
@@ -355,7 +413,10 @@ void Core::connection_established(Connection& conn) {
 
 void Core::connection_failed(Connection& conn, const Status& status) {
   cuda_->peer_failed(conn.id(), status);
-  for (RequestId id : matcher_.drop_peer(conn.id())) finish(requests_.at(id).get(), status, 0, conn.id());
+  const PeerId peer = conn.id();
+  auto kept = [this, peer](std::uint64_t msg_id) { return arrived_.holds(peer, msg_id); };
+  for (RequestId id : matcher_.drop_peer(peer, kept))
+    finish(requests_.at(id).get(), status, 0, peer);
   auto c = handshaking_connects_.find(conn.id());
   if (c != handshaking_connects_.end()) {
     auto w = connect_waiters_.find(c->second);
@@ -387,7 +448,9 @@ void Core::bury(PeerId peer) {
   dead_order_.push_back(peer);
   conns_.erase(it);
   while (dead_order_.size() > kMaxDeadPeers) {
-    dead_.erase(dead_order_.front());
+    const PeerId oldest = dead_order_.front();
+    for (std::uint64_t id : arrived_.drop_peer(oldest)) (void)matcher_.drop_message(oldest, id);
+    dead_.erase(oldest);
     dead_order_.pop_front();
   }
 }
@@ -432,7 +495,9 @@ bool Core::device_memory_ok(PeerId peer) const {
   return false;
 }
 
-std::size_t Core::unexpected_count(const Connection& conn) const { return matcher_.unexpected_from(conn.id()); }
+std::size_t Core::unexpected_count(const Connection& conn) const {
+  return matcher_.unexpected_from(conn.id());
+}
 
 void Core::schedule_pump(SendQueue& queue) {
   for (Device& d : devices_) {

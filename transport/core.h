@@ -8,8 +8,8 @@
 // on inner host-side requests through the same path.
 #pragma once
 
-#include <functional>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "transport/arrived_messages.h"
 #include "transport/backend.h"
 #include "transport/config.h"
 #include "transport/connection.h"
@@ -63,6 +64,8 @@ class Core final : public ConnectionHost, public CudaPathHost {
   void forget_message(Connection& conn, std::uint64_t msg_id) override;
   void finish(Request* req, const Status& status, std::uint64_t bytes, PeerId source) override;
   void connection_established(Connection& conn) override;
+  void keep_arrived(Connection& conn, std::uint64_t msg_id, Tag tag, std::uint64_t total,
+                    std::unique_ptr<std::byte[]> bytes) override;
   void connection_failed(Connection& conn, const Status& status) override;
   void schedule_pump(SendQueue& queue) override;
   std::size_t unexpected_count(const Connection& conn) const override;
@@ -70,13 +73,16 @@ class Core final : public ConnectionHost, public CudaPathHost {
   // --- CudaPathHost ---
   void submit_inner(std::unique_ptr<Request> req) override;
   void cancel_inner(RequestId id) override { cancel(id); }
-  void finish_user(Request* req, const Status& status, std::uint64_t bytes, PeerId source) override {
+  void finish_user(Request* req, const Status& status, std::uint64_t bytes,
+                   PeerId source) override {
     finish(req, status, bytes, source);
   }
   void fail_peer(PeerId peer, const Status& why) override;
   bool abort_unmatched(RequestId id, const Status& why) override;
   bool device_memory_ok(PeerId peer) const override;
-  bool has_unexpected(PeerId peer, Tag tag) const override { return matcher_.has_unexpected(peer, tag); }
+  bool has_unexpected(PeerId peer, Tag tag) const override {
+    return matcher_.has_unexpected(peer, tag);
+  }
 
  private:
   struct Device {
@@ -109,7 +115,7 @@ class Core final : public ConnectionHost, public CudaPathHost {
   ProgressEngine::TimerId watchdog_timer_ = 0;
 
   std::uint64_t next_waiter_ = 1;
-  std::map<std::uint64_t, PeerFn> connect_waiters_;      // connect() not yet connected
+  std::map<std::uint64_t, PeerFn> connect_waiters_;       // connect() not yet connected
   std::map<PeerId, std::uint64_t> handshaking_connects_;  // connection -> its waiter
   struct AcceptWaiter {
     PeerFn done;
@@ -129,6 +135,11 @@ class Core final : public ConnectionHost, public CudaPathHost {
   std::unordered_map<PeerId, DeadPeer> dead_;
   std::deque<PeerId> dead_order_;
   void bury(PeerId peer);
+  // Messages that arrived whole from peers whose connection ended (see ArrivedMessages).
+  static constexpr std::size_t kMaxArrivedBytes = std::size_t{256} << 20;
+  ArrivedMessages arrived_{kMaxArrivedBytes};
+  // A receive matched a message kept in arrived_: completes it from there.
+  void deliver_arrived(Request* r, const Matcher::Message& m);
   std::unique_ptr<CudaPath> cuda_;  // last: its destructor may still cancel a timer
 };
 

@@ -7,7 +7,8 @@
 // the set-up call: it may block (driver start-up, pinned allocations, stream and event creation),
 // so it runs on the user's thread when a device buffer is registered or submitted, never on the
 // progress loop. get() never blocks and is what the loop calls. Thread-safe (one mutex guards the
-// table pointer and the map; a device's pools, once created, are used only by the loop).
+// table pointer and the map; a device's pools, once created, are used by the loop and, for the
+// producer gate and the consumer stream's wait, by the submitting thread (CudaDevice::mutex).
 // Devices are never removed before destruction, which destroys the pools (set-up calls).
 #pragma once
 
@@ -28,6 +29,10 @@ namespace tictac::transport {
 struct CudaDevice {
   int device = 0;
   std::chrono::nanoseconds arrival_timeout{};  // TICTAC_CUDA_ARRIVAL_TIMEOUT
+  // Guards the four pools below (they share the event pool): Context::submit enqueues a send's
+  // producer gate or a receive's stream wait on the caller's thread (enqueue_at_submit), the
+  // loop does the rest. Held only around single pool calls, never across a callback.
+  std::mutex mutex;
   // Destroyed in reverse order: completion and staging before the events they use.
   std::unique_ptr<cuda::EventPool> events;
   std::unique_ptr<cuda::SendGate> gate;

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <string>
+#include <utility>
 
 namespace tictac::transport {
 namespace {
@@ -16,7 +18,25 @@ std::string what(const Request& r) {
          std::to_string(r.length()) + " bytes (tag " + std::to_string(r.tag()) + ")";
 }
 
+using Lock = std::lock_guard<std::mutex>;
+
 }  // namespace
+
+Status enqueue_at_submit(CudaDevice& dev, bool send, DeviceRoute& route) {
+  Lock lock(dev.mutex);
+  if (send) {
+    Result<std::uint64_t> gate = dev.gate->after_producer(route.stream);
+    if (gate.status().code() == StatusCode::resource_exhausted) return Status::Ok();  // the loop retries
+    TICTAC_RETURN_IF_ERROR(gate);
+    route.gate_id = *gate;
+    return Status::Ok();
+  }
+  Result<cuda::ArrivalTicket> t = dev.arrivals->wait_on_stream(route.stream, Clock::now());
+  if (t.status().code() == StatusCode::resource_exhausted) return Status::Ok();  // the loop retries
+  TICTAC_RETURN_IF_ERROR(t);
+  route.ticket = *t;
+  return Status::Ok();
+}
 
 CudaPath::~CudaPath() {
   if (poll_scheduled_) engine_.cancel_timer(poll_timer_);
@@ -29,6 +49,14 @@ void CudaPath::touch(CudaDevice* dev) {
 void CudaPath::send(Request* user, const DeviceRoute& route) { add(user, route, /*send=*/true); }
 
 void CudaPath::recv(Request* user, const DeviceRoute& route) { add(user, route, /*send=*/false); }
+
+void CudaPath::drop(const DeviceRoute& route) {
+  CudaDevice* dev = devices_.get(route.device);
+  if (dev == nullptr || (route.gate_id == 0 && !route.ticket)) return;
+  Lock lock(dev->mutex);
+  if (route.gate_id != 0) (void)dev->gate->cancel(route.gate_id);
+  if (route.ticket) (void)dev->arrivals->fail(*route.ticket);
+}
 
 void CudaPath::add(Request* user, const DeviceRoute& route, bool send) {
   const RequestId id = user->id();
@@ -50,6 +78,7 @@ void CudaPath::add(Request* user, const DeviceRoute& route, bool send) {
   if (send) user->set_state(RequestState::waiting_for_stream);
   auto [it, inserted] = entries_.emplace(id, std::move(e));
   if (!inserted) {
+    drop(route);
     host_.finish_user(user, internal_error("request id " + std::to_string(id) + " used twice"), 0, user->peer());
     return;
   }
@@ -60,23 +89,33 @@ void CudaPath::add(Request* user, const DeviceRoute& route, bool send) {
 void CudaPath::start(RequestId id, Entry& e) {
   e.phase = Phase::start;
   const Request& u = *e.user;
-  if (e.send && !e.staged) {
-    Result<std::uint64_t> gate = e.dev->gate->after_producer(e.route.stream);
-    if (gate.status().code() == StatusCode::resource_exhausted) return schedule_poll();  // retried
-    if (!gate.ok()) return finish(id, gate.status().with_context(what(u)), 0, u.peer());
-    e.gate_id = *gate;
+  if (e.send && (!e.staged || e.route.gate_id != 0)) {
+    if (e.route.gate_id != 0) {  // recorded at submission
+      e.gate_id = std::exchange(e.route.gate_id, 0);
+      e.after_gate = e.staged;
+    } else {
+      Result<std::uint64_t> gate = [&] {
+        Lock lock(e.dev->mutex);
+        return e.dev->gate->after_producer(e.route.stream);
+      }();
+      if (gate.status().code() == StatusCode::resource_exhausted) return schedule_poll();  // retried
+      if (!gate.ok()) return finish(id, gate.status().with_context(what(u)), 0, u.peer());
+      e.gate_id = *gate;
+    }
     e.phase = Phase::gated;
     gates_[{e.dev, e.gate_id}] = id;
     return schedule_poll();
   }
-  if (e.send) {
-    e.total = u.length();
-    if (e.total == 0) return ready_to_send(id, e);
-    e.shadow = std::make_unique_for_overwrite<std::byte[]>(e.total);
-    e.phase = Phase::to_host;
-    return issue_copies(id, e);
-  }
-  Result<cuda::ArrivalTicket> t = e.dev->arrivals->wait_on_stream(e.route.stream, Clock::now());
+  if (e.send) return start_copies(id, e);
+  Result<cuda::ArrivalTicket> t = [&]() -> Result<cuda::ArrivalTicket> {
+    if (e.route.ticket) {  // enqueued at submission
+      cuda::ArrivalTicket pre = *e.route.ticket;
+      e.route.ticket.reset();
+      return pre;
+    }
+    Lock lock(e.dev->mutex);
+    return e.dev->arrivals->wait_on_stream(e.route.stream, Clock::now());
+  }();
   if (t.status().code() == StatusCode::resource_exhausted) return schedule_poll();  // retried
   if (!t.ok()) return finish(id, t.status().with_context(what(u)), 0, u.peer());
   e.ticket = *t;
@@ -85,6 +124,19 @@ void CudaPath::start(RequestId id, Entry& e) {
   if (!e.staged && host_.has_unexpected(u.peer(), u.tag())) e.staged = true;
   if (e.staged && u.length() > 0) e.shadow = std::make_unique_for_overwrite<std::byte[]>(u.length());
   submit_inner_recv(id, e);
+}
+
+void CudaPath::start_copies(RequestId id, Entry& e) {
+  e.total = e.user->length();
+  if (e.total == 0) return ready_to_send(id, e);
+  e.shadow = std::make_unique_for_overwrite<std::byte[]>(e.total);
+  e.phase = Phase::to_host;
+  issue_copies(id, e);
+}
+
+void CudaPath::gate_released(RequestId id, Entry& e) {
+  if (e.staged) return start_copies(id, e);
+  ready_to_send(id, e);
 }
 
 void CudaPath::ready_to_send(RequestId id, Entry& e) {
@@ -196,10 +248,14 @@ void CudaPath::issue_copies(RequestId id, Entry& e) {
 
 Result<std::uint64_t> CudaPath::copy_piece(Entry& e, std::size_t n) {
   cuda::StagingPool& staging = *e.dev->staging;
+  std::unique_lock<std::mutex> lock(e.dev->mutex);
+  if (e.send && e.after_gate) return staging.copy_to_host_after_gate(e.user->data() + e.issued, n);
   if (e.send) return staging.copy_to_host(e.user->data() + e.issued, n, e.route.stream);
   Result<cuda::StagingBuffer> b = staging.acquire();
   if (!b.ok()) return b.status();
+  lock.unlock();  // the buffer is lent to this thread: fill it without holding up submitters
   std::memcpy(b->host, e.shadow.get() + e.issued, n);
+  lock.lock();
   Result<std::uint64_t> copy = staging.copy_to_device(*b, n, e.user->data() + e.issued, e.route.stream);
   if (!copy.ok()) (void)staging.release(*b);  // refused (harmlessly) when the copy was enqueued anyway
   return copy;
@@ -211,7 +267,10 @@ void CudaPath::on_copy_done(const cuda::StagingDone& done, CudaDevice* dev) {
   auto it = c == copies_.end() ? entries_.end() : entries_.find(c->second.user);
   if (it == entries_.end()) {  // its request completed meanwhile
     if (c != copies_.end()) copies_.erase(c);
-    if (lent) (void)dev->staging->release(done.buffer);
+    if (lent) {
+      Lock lock(dev->mutex);
+      (void)dev->staging->release(done.buffer);
+    }
     return;
   }
   const CopyRef ref = c->second;
@@ -223,6 +282,7 @@ void CudaPath::on_copy_done(const cuda::StagingDone& done, CudaDevice* dev) {
   }
   if (lent) {
     std::memcpy(e.shadow.get() + ref.offset, done.buffer.host, done.bytes);
+    Lock lock(dev->mutex);
     (void)dev->staging->release(done.buffer);
   }
   e.copied += done.bytes;
@@ -233,7 +293,10 @@ void CudaPath::on_copy_done(const cuda::StagingDone& done, CudaDevice* dev) {
 
 void CudaPath::arrived(RequestId id, Entry& e) {
   e.phase = Phase::releasing;
-  Status s = e.dev->arrivals->complete(*e.ticket);
+  Status s = [&] {
+    Lock lock(e.dev->mutex);
+    return e.dev->arrivals->complete(*e.ticket);
+  }();
   if (s.code() == StatusCode::resource_exhausted) return schedule_poll();  // retried
   if (s.ok()) {
     tickets_.erase({e.dev, e.ticket->id});
@@ -247,14 +310,15 @@ void CudaPath::finish(RequestId id, const Status& status, std::uint64_t bytes, P
   auto it = entries_.find(id);
   if (it == entries_.end()) return;
   Entry& e = it->second;
-  if (e.ticket) {  // released with the error sentinel: the stream never hangs
-    (void)e.dev->arrivals->fail(*e.ticket);
-    tickets_.erase({e.dev, e.ticket->id});
+  {
+    Lock lock(e.dev->mutex);
+    if (e.ticket) (void)e.dev->arrivals->fail(*e.ticket);  // the error sentinel: the stream never hangs
+    if (e.phase == Phase::gated) (void)e.dev->gate->cancel(e.gate_id);
+    if (e.route.gate_id != 0) (void)e.dev->gate->cancel(e.route.gate_id);  // not started yet
+    if (e.route.ticket) (void)e.dev->arrivals->fail(*e.route.ticket);
   }
-  if (e.phase == Phase::gated) {
-    (void)e.dev->gate->cancel(e.gate_id);
-    gates_.erase({e.dev, e.gate_id});
-  }
+  if (e.ticket) tickets_.erase({e.dev, e.ticket->id});
+  if (e.phase == Phase::gated) gates_.erase({e.dev, e.gate_id});
   if (e.phase == Phase::inner) by_inner_.erase(e.inner_id);  // its callback finds nothing
   const bool unsent = e.send && e.phase != Phase::inner;
   Request* user = e.user;
@@ -327,7 +391,8 @@ void CudaPath::on_timeout(RequestId id, const cuda::ArrivalFailure& failure) {
 
 bool CudaPath::busy() const {
   if (!copies_.empty()) return true;
-  for (const CudaDevice* d : touched_) {
+  for (CudaDevice* d : touched_) {
+    Lock lock(d->mutex);
     if (d->gate->pending() > 0) return true;
   }
   for (const auto& [id, e] : entries_) {
@@ -359,7 +424,16 @@ void CudaPath::poll() {
   bool moved = false;
   const auto now = Clock::now();
   for (CudaDevice* dev : touched_) {
-    for (const cuda::GateRelease& r : dev->gate->poll()) {
+    std::vector<cuda::GateRelease> released;
+    std::vector<cuda::StagingDone> copied;
+    std::vector<cuda::ArrivalFailure> late;
+    {
+      Lock lock(dev->mutex);
+      released = dev->gate->poll();
+      copied = dev->staging->poll();
+      late = dev->arrivals->poll(now);
+    }
+    for (const cuda::GateRelease& r : released) {
       moved = true;
       auto g = gates_.find({dev, r.id});
       if (g == gates_.end()) continue;  // cancelled
@@ -369,14 +443,14 @@ void CudaPath::poll() {
       if (!r.status.ok()) {
         finish(id, r.status.with_context(what(*e.user) + ": waiting for its producer stream"), 0, e.user->peer());
       } else {
-        ready_to_send(id, e);
+        gate_released(id, e);
       }
     }
-    for (const cuda::StagingDone& d : dev->staging->poll()) {
+    for (const cuda::StagingDone& d : copied) {
       moved = true;
       on_copy_done(d, dev);
     }
-    for (const cuda::ArrivalFailure& f : dev->arrivals->poll(now)) {
+    for (const cuda::ArrivalFailure& f : late) {
       moved = true;
       auto t = tickets_.find({dev, f.ticket.id});
       if (t != tickets_.end()) on_timeout(t->second, f);

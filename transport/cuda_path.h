@@ -1,17 +1,25 @@
 // CudaPath: routes device-buffer sends and receives through the transport core (loop side).
 //
+// Submission (enqueue_at_submit, on the caller's thread inside Context::submit, before send()/
+// recv() return): a send's producer gate event is recorded on its stream and a receive's consumer
+// stream wait is enqueued there, so both are ordered exactly at the call: work the user enqueues
+// afterwards is neither waited for by the send nor run before the receive's bytes landed. When a
+// pool is empty at that moment (resource_exhausted) the loop enqueues it later instead (the
+// guarantee then weakens to "ordered when the loop took the request"; raise TICTAC_CUDA_EVENTS or
+// TICTAC_CUDA_STREAM_FLAGS).
+//
 // A device request (the user's Request, owned by the Core like any other) is carried by an inner
 // host-side Request that the Core sends or receives on its normal path; the inner one's callback
 // drives the device one. Per request:
-//   direct send   (the peer's backend has Capabilities::cuda_memory): SendGate::after_producer
-//                 records an event on the buffer's stream; the request waits in
-//                 waiting_for_stream and the inner send (same device pointer) is submitted only
-//                 once the gate released it.
-//   staged send   (tcp, UCX without CUDA): StagingPool::copy_to_host copies the buffer in
-//                 staging-buffer pieces, ordered after the producer stream; each piece lands in a
+//   direct send   (the peer's backend has Capabilities::cuda_memory): the SendGate event
+//                 recorded at submission; the request waits in waiting_for_stream and the inner
+//                 send (same device pointer) is submitted only once the gate released it.
+//   staged send   (tcp, UCX without CUDA): once the gate released it, StagingPool copies the
+//                 buffer in staging-buffer pieces (copy_to_host_after_gate; without a gate from
+//                 submission, copy_to_host ordered after the producer stream); each piece lands in a
 //                 host shadow of the message and its staging buffer is released; the inner send
 //                 (from the shadow) is submitted after the last piece.
-//   receive       StreamCompletion::wait_on_stream makes the consumer stream wait at once; the
+//   receive       StreamCompletion::wait_on_stream (at submission) makes the consumer stream wait; the
 //                 inner receive lands in the device buffer (direct) or in a host shadow (staged,
 //                 and on a direct backend when the message arrived before the receive), whose
 //                 bytes are then copied up in pieces (copy_to_device on the side stream).
@@ -49,11 +57,20 @@
 
 namespace tictac::transport {
 
-// Where a device request's buffer lives: its device and the stream ordering it.
+// Where a device request's buffer lives: its device and the stream ordering it, and what
+// enqueue_at_submit already enqueued on that stream.
 struct DeviceRoute {
   int device = 0;
   cuda::Stream stream = nullptr;
+  std::uint64_t gate_id = 0;                  // send: its SendGate id; 0 = none yet
+  std::optional<cuda::ArrivalTicket> ticket;  // receive: its stream wait; empty = none yet
 };
+
+// Caller's thread, in Context::submit (the device prepared): enqueues a send's producer gate or a
+// receive's consumer stream wait into `route` (under dev.mutex). An empty pool leaves `route`
+// without it (the loop retries); other errors come back (cuda_error, naming the step) and
+// nothing was enqueued. What it enqueued must reach CudaPath::send/recv or CudaPath::drop.
+Status enqueue_at_submit(CudaDevice& dev, bool send, DeviceRoute& route);
 
 // What the CudaPath needs from the Core.
 class CudaPathHost {
@@ -88,6 +105,9 @@ class CudaPath {
   // The user's request (already in the Core's table, state queued) for a device buffer.
   void send(Request* user, const DeviceRoute& route);
   void recv(Request* user, const DeviceRoute& route);
+  // A request that will never reach send()/recv() (the core is closed): releases what
+  // enqueue_at_submit enqueued (the stream wait with the error sentinel).
+  void drop(const DeviceRoute& route);
   // A host send about to enter the core: takes it (true) when an earlier device send to the same
   // (peer, tag) is still waiting for its stream or its copies; it is submitted after that one.
   bool hold_send(std::unique_ptr<Request>& req);
@@ -112,6 +132,7 @@ class CudaPath {
     CudaDevice* dev = nullptr;
     bool send = false;
     bool staged = false;
+    bool after_gate = false;  // a staged send gated at submission: its copies wait for no stream
     Phase phase = Phase::start;
     std::uint64_t gate_id = 0;
     std::optional<cuda::ArrivalTicket> ticket;  // receives, until released
@@ -138,6 +159,10 @@ class CudaPath {
 
   void add(Request* user, const DeviceRoute& route, bool send);
   void start(RequestId id, Entry& e);
+  // A staged send copies its buffer to a host shadow (then ready_to_send).
+  void start_copies(RequestId id, Entry& e);
+  // A send's producer gate released it: copies (staged) or ready_to_send (direct).
+  void gate_released(RequestId id, Entry& e);
   // A device send is ready to be announced: hands it (and what waits behind it) to the core in
   // submission order.
   void ready_to_send(RequestId id, Entry& e);

@@ -54,7 +54,8 @@ void Matcher::forget_msg(std::uint64_t seq) {
 std::optional<RequestId> Matcher::on_message(PeerId from, Tag tag, std::uint64_t msg_id) {
   const Entry* specific = nullptr;
   const Entry* any = nullptr;
-  if (auto q = recv_by_key_.find(Key{from, tag}); q != recv_by_key_.end()) specific = live_recv_head(q->second);
+  if (auto q = recv_by_key_.find(Key{from, tag}); q != recv_by_key_.end())
+    specific = live_recv_head(q->second);
   if (auto q = recv_any_.find(tag); q != recv_any_.end()) any = live_recv_head(q->second);
   const Entry* take = specific;
   if (take == nullptr || (any != nullptr && any->seq < take->seq)) take = any;
@@ -133,10 +134,11 @@ bool Matcher::drop_message(PeerId peer, std::uint64_t msg_id) {
   return true;
 }
 
-std::vector<RequestId> Matcher::drop_peer(PeerId peer) {
+std::vector<RequestId> Matcher::drop_peer(PeerId peer,
+                                          const std::function<bool(std::uint64_t)>& keep) {
   std::vector<std::uint64_t> msgs;
   for (const auto& [seq, m] : messages_) {
-    if (m.peer == peer) msgs.push_back(seq);
+    if (m.peer == peer && !(keep && keep(m.msg_id))) msgs.push_back(seq);
   }
   for (std::uint64_t seq : msgs) forget_msg(seq);
   std::vector<std::pair<std::uint64_t, RequestId>> mine;

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -46,9 +47,11 @@ class Matcher {
   bool cancel_recv(RequestId id);
   // Forgets an unexpected message; false if it was not waiting.
   bool drop_message(PeerId peer, std::uint64_t msg_id);
-  // A peer failed: forgets its unexpected messages and returns (and forgets) the receives posted
-  // for that peer specifically, in posting order. Any-source receives stay.
-  std::vector<RequestId> drop_peer(PeerId peer);
+  // A peer failed: forgets its unexpected messages (except those `keep` accepts: they stay
+  // matchable) and returns (and forgets) the receives posted for that peer specifically, in
+  // posting order. Any-source receives stay.
+  std::vector<RequestId> drop_peer(PeerId peer,
+                                   const std::function<bool(std::uint64_t msg_id)>& keep = {});
   // All posted receives in posting order, forgotten (context close).
   std::vector<RequestId> take_all_recvs();
 

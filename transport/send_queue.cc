@@ -1,14 +1,33 @@
 #include "transport/send_queue.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "common/check.h"
+#include "common/log.h"
 
 namespace tictac::transport {
 
-SendQueue::SendQueue(SendQueueConfig config) : config_(config) {
-  TICTAC_CHECK(config_.chunk_bytes > 0, "chunk_bytes must be positive");
-  TICTAC_CHECK(config_.window_chunks > 0, "window_chunks must be positive");
+namespace {
+ChunkTunerConfig tuner_config(const SendQueueConfig& c) {
+  TICTAC_CHECK(c.chunk_bytes > 0, "chunk_bytes must be positive");
+  TICTAC_CHECK(c.window_chunks > 0, "window_chunks must be positive");
+  ChunkTunerConfig t;
+  t.auto_chunk = c.auto_chunk;
+  t.auto_window = c.auto_window;
+  t.chunk_bytes = c.chunk_bytes;
+  t.window_chunks = c.window_chunks;
+  t.target = c.chunk_target;
+  return t;
+}
+}  // namespace
+
+SendQueue::SendQueue(SendQueueConfig config) : config_(std::move(config)), tuner_(tuner_config(config_)) {}
+
+std::chrono::nanoseconds SendQueue::now() const {
+  if (config_.clock) return config_.clock();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now().time_since_epoch());
 }
 
 void SendQueue::enqueue(Level& level, PeerId peer, Message m) {
@@ -19,8 +38,8 @@ void SendQueue::enqueue(Level& level, PeerId peer, Message m) {
 }
 
 std::uint64_t SendQueue::push(PeerId peer, std::uint64_t message, Priority priority,
-                              std::uint64_t bytes) {
-  Message m{message, next_seq_++, priority, bytes, 0, false};
+                              std::uint64_t bytes, bool whole) {
+  Message m{message, next_seq_++, priority, bytes, 0, false, whole};
   enqueue(levels_[config_.enforce_priority ? priority : 0], peer, m);
   return m.seq;
 }
@@ -46,7 +65,8 @@ std::optional<Chunk> SendQueue::take(Level& level, const std::function<bool(Peer
     c.priority = m.priority;
     c.control = m.control;
     c.offset = m.next_offset;
-    c.length = m.control ? 0 : std::min(config_.chunk_bytes, m.bytes - m.next_offset);
+    const std::uint64_t left = m.bytes - m.next_offset;
+    c.length = m.control ? 0 : m.whole ? left : std::min(tuner_.chunk_bytes(), left);
     m.next_offset += c.length;
     c.last = m.control || m.next_offset >= m.bytes;
     level.ring.erase(level.ring.begin() + static_cast<std::ptrdiff_t>(i));
@@ -66,7 +86,7 @@ std::optional<Chunk> SendQueue::take(Level& level, const std::function<bool(Peer
 
 std::optional<Chunk> SendQueue::pop(const std::function<bool(PeerId)>& can_send) {
   if (auto c = take(control_, can_send)) return c;
-  if (in_flight_ >= config_.window_chunks) return std::nullopt;
+  if (in_flight_ >= tuner_.window_chunks()) return std::nullopt;
   for (auto it = levels_.begin(); it != levels_.end();) {
     std::optional<Chunk> c = take(it->second, can_send);
     if (it->second.ring.empty()) {
@@ -75,8 +95,13 @@ std::optional<Chunk> SendQueue::pop(const std::function<bool(PeerId)>& can_send)
       ++it;
     }
     if (c) {
+      if (config_.auto_chunk || config_.auto_window) c->popped = now();
+      c->ahead_bytes = in_flight_bytes_;
       ++in_flight_;
-      ++in_flight_by_peer_[c->peer];
+      in_flight_bytes_ += c->length;
+      InFlight& f = in_flight_by_peer_[c->peer];
+      ++f.chunks;
+      f.bytes += c->length;
       return c;
     }
   }
@@ -87,9 +112,24 @@ void SendQueue::on_chunk_done(const Chunk& chunk) {
   if (chunk.control) return;
   auto it = in_flight_by_peer_.find(chunk.peer);
   if (it == in_flight_by_peer_.end()) return;  // peer removed since the chunk was popped
-  TICTAC_CHECK(it->second > 0 && in_flight_ > 0, "chunk completed more often than popped");
+  TICTAC_CHECK(it->second.chunks > 0 && in_flight_ > 0 && it->second.bytes >= chunk.length,
+               "chunk completed more often than popped");
   --in_flight_;
-  if (--it->second == 0) in_flight_by_peer_.erase(it);
+  in_flight_bytes_ -= chunk.length;
+  it->second.bytes -= chunk.length;
+  if (--it->second.chunks == 0) in_flight_by_peer_.erase(it);
+  if (config_.auto_chunk || config_.auto_window) {
+    const std::uint64_t samples = tuner_.samples();
+    const std::uint64_t chunk_before = tuner_.chunk_bytes();
+    const std::uint32_t window_before = tuner_.window_chunks();
+    tuner_.on_done(chunk.length, chunk.ahead_bytes, chunk.popped, now(), in_flight_ > 0 || queued_ > 0);
+    if (tuner_.samples() != samples &&
+        (tuner_.chunk_bytes() != chunk_before || tuner_.window_chunks() != window_before)) {
+      TICTAC_LOG(debug) << "send queue tuned: rate " << tuner_.rate_bytes_per_s() / 1e6 << " MB/s, backend delay "
+                        << tuner_.backend_delay().count() / 1000 << " us -> chunk " << tuner_.chunk_bytes()
+                        << " B, window " << tuner_.window_chunks();
+    }
+  }
 }
 
 SendQueue::Removed SendQueue::remove_from(Level& level, PeerId peer, std::uint64_t message) {
@@ -139,7 +179,8 @@ void SendQueue::remove_peer(PeerId peer) {
   }
   auto f = in_flight_by_peer_.find(peer);
   if (f != in_flight_by_peer_.end()) {
-    in_flight_ -= f->second;
+    in_flight_ -= f->second.chunks;
+    in_flight_bytes_ -= f->second.bytes;
     in_flight_by_peer_.erase(f);
   }
 }

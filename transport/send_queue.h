@@ -15,12 +15,16 @@
 //  - Starvation: strict priority starves lower levels while higher ones have data. That is the
 //    point (TicTac's order is a total order per iteration and every level drains when the
 //    iteration's higher transfers are done); within a level nobody starves (FIFO + round-robin).
+//  - Chunk size and window come from a ChunkTuner (transport/chunk_tuner.h): fixed, or with
+//    auto_chunk / auto_window derived online from the completions (on_chunk_done) and applied to
+//    the next pop(). A message pushed `whole` always leaves as one chunk (an inline ANNOUNCE).
 //  - With enforce_priority = false every message is treated as one level (plain FIFO), for
 //    comparisons.
 // Not thread-safe: owned by the loop thread of its Context. Never blocks. Broken invariants (a
 // chunk completed twice) are TICTAC_CHECK failures.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -29,14 +33,20 @@
 #include <unordered_map>
 #include <vector>
 
+#include "transport/chunk_tuner.h"
 #include "transport/types.h"
 
 namespace tictac::transport {
 
 struct SendQueueConfig {
-  std::uint64_t chunk_bytes = 1 << 20;
-  std::uint32_t window_chunks = 4;
+  std::uint64_t chunk_bytes = 1 << 20;  // fixed, or the initial value when auto_chunk
+  std::uint32_t window_chunks = 4;      // fixed, or the initial value when auto_window
   bool enforce_priority = true;
+  bool auto_chunk = false;
+  bool auto_window = false;
+  std::chrono::nanoseconds chunk_target{std::chrono::microseconds(100)};  // auto_chunk's aim
+  // Time source for the tuner (tests inject one); empty = steady_clock.
+  std::function<std::chrono::nanoseconds()> clock;
 };
 
 // One unit handed to a backend. `message` is the caller's id for the message.
@@ -49,6 +59,8 @@ struct Chunk {
   std::uint64_t length = 0;
   bool control = false;
   bool last = false;  // the message's final chunk
+  std::chrono::nanoseconds popped{0};  // when pop() handed it out (the tuner's clock)
+  std::uint64_t ahead_bytes = 0;       // data bytes in flight on the device when it was popped
 };
 
 class SendQueue {
@@ -58,7 +70,10 @@ class SendQueue {
   const SendQueueConfig& config() const { return config_; }
 
   // Queues a data message of `bytes` (0 is one empty chunk). Returns its sequence number.
-  std::uint64_t push(PeerId peer, std::uint64_t message, Priority priority, std::uint64_t bytes);
+  // `whole`: never cut, one chunk whatever the chunk size (the caller keeps it <= the maximum
+  // chunk size of the wire).
+  std::uint64_t push(PeerId peer, std::uint64_t message, Priority priority, std::uint64_t bytes,
+                     bool whole = false);
   // Queues one control message (a single chunk on the control lane). Message ids must be unique
   // per peer across both lanes (remove() looks them up by id).
   std::uint64_t push_control(PeerId peer, std::uint64_t message);
@@ -85,6 +100,10 @@ class SendQueue {
   void remove_peer(PeerId peer);
 
   std::uint32_t in_flight() const { return in_flight_; }
+  // The chunk size and window the next pop() uses (fixed, or the tuner's current choice).
+  std::uint64_t chunk_bytes() const { return tuner_.chunk_bytes(); }
+  std::uint32_t window_chunks() const { return tuner_.window_chunks(); }
+  const ChunkTuner& tuner() const { return tuner_; }
   std::size_t queued_messages() const { return queued_; }
   bool empty() const { return queued_ == 0; }
 
@@ -96,6 +115,7 @@ class SendQueue {
     std::uint64_t bytes = 0;
     std::uint64_t next_offset = 0;
     bool control = false;
+    bool whole = false;
   };
   struct Level {
     std::deque<PeerId> ring;  // peers with queued messages, in round-robin order
@@ -107,11 +127,19 @@ class SendQueue {
   std::optional<Chunk> take(Level& level, const std::function<bool(PeerId)>& can_send);
   Removed remove_from(Level& level, PeerId peer, std::uint64_t message);
 
+  std::chrono::nanoseconds now() const;
+
   SendQueueConfig config_;
+  ChunkTuner tuner_;
   Level control_;
   std::map<Priority, Level> levels_;  // ascending: begin() is the highest priority
-  std::unordered_map<PeerId, std::uint32_t> in_flight_by_peer_;
+  struct InFlight {
+    std::uint32_t chunks = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::unordered_map<PeerId, InFlight> in_flight_by_peer_;
   std::uint32_t in_flight_ = 0;
+  std::uint64_t in_flight_bytes_ = 0;
   std::uint64_t next_seq_ = 1;
   std::size_t queued_ = 0;
 };

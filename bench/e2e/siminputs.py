@@ -32,9 +32,30 @@ import os
 import statistics
 from typing import Any, Dict, List, Optional
 
-# the transport's defaults (docs/transport.md); the simulator chunks like the transport does
-CHUNK_BYTES = int(os.environ.get("TICTAC_CHUNK_BYTES", str(1 << 20)))
-WINDOW = int(os.environ.get("TICTAC_WINDOW", "4"))
+# the transport's settings (docs/transport.md); the simulator chunks like the transport does.
+# Default "auto" (transport/chunk_tuner.h): chunk = rate x 100 us as a power of two in 64K..8M,
+# window 2 on TCP (chunks complete once the kernel took them); auto_chunk() mirrors that rule.
+CHUNK_SETTING = os.environ.get("TICTAC_CHUNK_BYTES", "auto") or "auto"
+WINDOW_SETTING = os.environ.get("TICTAC_WINDOW", "auto") or "auto"
+_SIZE_UNITS = {"": 1, "K": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MIB": 1 << 20, "G": 1 << 30, "GIB": 1 << 30}
+
+
+def _size(text: str) -> int:
+    num = text.rstrip("KMGiBkmgib")
+    return int(num) * _SIZE_UNITS[text[len(num):].upper()]
+
+
+def auto_chunk(rate_Bps: float, target_s: float = 100e-6) -> int:
+    import math
+    ideal = max(rate_Bps * target_s, 1.0)
+    return min(max(1 << round(math.log2(ideal)), 64 << 10), 8 << 20)
+
+
+def chunk_bytes(rate_Bps: float) -> int:
+    return auto_chunk(rate_Bps) if CHUNK_SETTING == "auto" else _size(CHUNK_SETTING)
+
+
+WINDOW = 2 if WINDOW_SETTING == "auto" else int(WINDOW_SETTING)
 
 
 def _med(xs: List[float]) -> Optional[float]:
@@ -131,10 +152,11 @@ def sim_inputs(p: Dict[str, Any], graph: str, mode: str, param_bytes: int, out_d
         return None
     scale = p["forward_busy_ms"] / 1e3 / prof
     rate = p["rate_Bps"] or nominal_rate_Bps
+    chunk = chunk_bytes(rate)
     inputs = {"compute_scale": scale, "profiled_forward_ms": prof * 1e3, "rate_Bps": rate,
-              "rate_source": "measured" if p["rate_Bps"] else "nominal", "chunk": CHUNK_BYTES, "window": WINDOW,
+              "rate_source": "measured" if p["rate_Bps"] else "nominal", "chunk": chunk, "window": WINDOW,
               "jobs": p["jobs"]} | {k: p[k] for k in ("forward_busy_ms", "backward_ms", "update_ms")}
-    args = ["--bandwidth", str(rate * 8), "--chunk", str(CHUNK_BYTES), "--window", str(WINDOW)]
+    args = ["--bandwidth", str(rate * 8), "--chunk", str(chunk), "--window", str(WINDOW)]
     if mode == "training":
         bf = (p["backward_ms"] / p["forward_busy_ms"]) if p.get("backward_ms") else 2.0
         upb = (p["update_ms"] / 1e3 / param_bytes) if p.get("update_ms") else 0.0

@@ -4,7 +4,6 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include "common/check.h"
@@ -32,14 +31,6 @@ transport::MemoryRegion host_region(const void* data, std::size_t bytes) {
 }
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
-
-// Per group: this thread's open batch depth, and whether a device transfer in the batch still
-// needs its fence (batches are per thread and Context, like transport::Context's).
-struct BatchState {
-  int depth = 0;
-  bool fence_pending = false;
-};
-thread_local std::unordered_map<const void*, BatchState> t_batches;
 
 // This thread's SeqScope: the group, the collective's ticket, the sequence numbers taken.
 struct ActiveScope {
@@ -129,7 +120,6 @@ transport::RequestId Group::send_region(int dst, std::uint64_t tag,
   const bool valid = dst >= 0 && dst < size() && dst != rank();
   const transport::PeerId peer = valid ? mesh_->peer(dst) : transport::kNoPeer;
   const std::uint64_t bytes = region->size();
-  const bool device = region->type() == transport::MemoryType::cuda;
   const transport::RequestId id = context_->send(
       peer, tag, *region, 0, bytes, priority,
       [this, dst, valid, region, done = std::move(done)](const Status& s, std::uint64_t n, transport::PeerId) {
@@ -141,7 +131,6 @@ transport::RequestId Group::send_region(int dst, std::uint64_t tag,
         }
         done(s.ok() ? s : Status(s.code(), describe_rank(dst) + ": " + s.message(), s.origin()), n, dst);
       });
-  if (device && valid) after_device_submit();
   return id;
 }
 
@@ -152,7 +141,6 @@ transport::RequestId Group::recv_region(int src, std::uint64_t tag,
   const transport::PeerId peer =
       any ? transport::kAnyPeer : (valid ? mesh_->peer(src) : transport::kNoPeer);
   const std::uint64_t bytes = region->size();
-  const bool device = region->type() == transport::MemoryType::cuda;
   const transport::RequestId id = context_->recv(
       peer, tag, *region, 0, bytes,
       [this, src, valid, region, done = std::move(done)](const Status& s, std::uint64_t n, transport::PeerId from) {
@@ -167,42 +155,12 @@ transport::RequestId Group::recv_region(int src, std::uint64_t tag,
         done(s.ok() || named < 0 ? s : Status(s.code(), describe_rank(named) + ": " + s.message(), s.origin()),
              n, source >= 0 ? source : src);
       });
-  if (device && valid) after_device_submit();
   return id;
 }
 
-void Group::begin_batch() {
-  ++t_batches[this].depth;
-  context_->begin_batch();
-}
+void Group::begin_batch() { context_->begin_batch(); }
 
-void Group::end_batch() {
-  context_->end_batch();
-  const auto it = t_batches.find(this);
-  if (it == t_batches.end() || --it->second.depth > 0) return;
-  const bool fence = it->second.fence_pending;
-  t_batches.erase(it);
-  if (fence) fence_loop();
-}
-
-void Group::fence_loop() {
-  // Context tasks run in FIFO order on the loop; a blocking query is a round trip through it.
-  for (int r = 0; r < size(); ++r) {
-    if (r != rank()) {
-      (void)context_->peer_name(mesh_->peer(r));
-      return;
-    }
-  }
-}
-
-void Group::after_device_submit() {
-  const auto it = t_batches.find(this);
-  if (it != t_batches.end() && it->second.depth > 0) {
-    it->second.fence_pending = true;
-  } else {
-    fence_loop();
-  }
-}
+void Group::end_batch() { context_->end_batch(); }
 
 void Group::cancel(transport::RequestId id) { context_->cancel(id); }
 

@@ -12,9 +12,9 @@
 // pending and later request on it with connection_lost naming the rank.
 // Collectives: every rank calls the same collectives in the same order, from one thread at a
 // time (the adapter's collective thread), or from several threads at once when each runs
-// under a SeqScope with the collective's ticket (collective_scheduler.h). They block until done or the group timeout, and on a
-// timeout or peer failure cancel what they posted and return an error naming the ranks
-// involved; buffers are never touched after they return.
+// under a SeqScope with the collective's ticket (collective_scheduler.h). They block until
+// done or the group timeout, and on a timeout or peer failure cancel what they posted and
+// return an error naming the ranks involved; buffers are never touched after they return.
 // Buffers: the caller keeps them alive until `done` fires (p2p) or the call returns.
 #pragma once
 
@@ -93,10 +93,8 @@ class Group {
   Result<std::shared_ptr<transport::MemoryRegion>> register_device(void* data, std::size_t bytes,
                                                                    int device, void* stream);
   // p2p on a registered region (host or device); the group keeps `region` alive until `done`.
-  // For a device region these return only once the transport's loop has taken the request, so
-  // the stream ordering above holds from the moment they return (the loop enqueues the stream
-  // wait and the producer gate; without this fence a consumer kernel enqueued right after
-  // recv_region() could run before the wait). Inside a batch, at the outermost end_batch().
+  // For a device region the stream ordering above holds from the moment they return: the
+  // transport enqueues the stream wait and the producer gate on this thread (also in a batch).
   transport::RequestId send_region(int dst, std::uint64_t tag,
                                    std::shared_ptr<transport::MemoryRegion> region,
                                    transport::Priority priority, Done done);
@@ -105,7 +103,6 @@ class Group {
   // Batches (transport::Context::begin_batch/end_batch): this thread's send/recv/cancel calls
   // between them reach the transport's loop as one task, so its send queue orders every send of
   // the batch before the first chunk leaves. They nest; other threads are not affected.
-  // A device transfer in a batch is fenced (see register_device) at the outermost end_batch().
   void begin_batch();
   void end_batch();
 
@@ -143,9 +140,6 @@ class Group {
  private:
   Group(GroupOptions options, std::unique_ptr<transport::Context> context);
   std::string describe_rank(int rank) const;
-  // Returns once the loop ran every task posted before (one round trip through the loop).
-  void fence_loop();
-  void after_device_submit();
 
   GroupOptions options_;
   std::unique_ptr<transport::Context> context_;

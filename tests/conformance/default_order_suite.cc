@@ -83,7 +83,7 @@ std::string show(const std::vector<int>& v) {
 }
 
 TEST_P(Conformance, PriorityOrderAtDefaultSettingsWithReceivesPostedFirst) {
-  const TransportConfig defaults;  // chunk 1 MiB, window 4, eager 256 KiB, adverts on
+  const TransportConfig defaults = TransportConfig::defaults();  // auto chunk and window, eager 256 KiB, adverts on
   std::vector<int> expect(kMessages);
   for (int i = 0; i < kMessages; ++i) expect[i] = i;
   const std::vector<int> got = arrival_order(GetParam(), fabric_, defaults);

@@ -246,11 +246,14 @@ def _collective_priority(rank, world, collective_prio):
     else:
         with tt.priority(collective_prio):
             bwork = dist.broadcast(b, 0, async_op=True)
+    # The premise of the order checks: everything was posted while the blocker was still on its
+    # way (8 MiB at TICTAC_RATE_LIMIT=100M: ~80 ms), so the SendQueue had to choose.
+    blocker_busy = not blocker.is_completed()
     blocker.wait()
     bwork.wait()
     for w in works:
         w.wait()
-    return {}
+    return {"blocker_busy": blocker_busy}
 
 
 ORDER_ENV = {"TICTAC_WINDOW": "1", "TICTAC_EAGER_BYTES": "0", "TICTAC_RATE_LIMIT": "100M"}
@@ -261,6 +264,7 @@ def test_collective_sends_carry_their_priority(prio, first):
     """Default: a collective goes ahead of queued parameter sends; `with priority(10)` puts it
     behind priority-5 sends."""
     res = run_ranks(_collective_priority, world=2, env=ORDER_ENV, args=(prio,))
+    assert res[0]["blocker_busy"], "the sends were posted only after the blocker had left (machine too slow)"
     order = res[1]["order"]
     assert res[1]["ok"]
     assert sorted(order) == ["bcast", "p2p0", "p2p1", "p2p2"], order
@@ -275,5 +279,6 @@ def test_collective_priority_counter_check_fifo():
     longer overtakes the queued sends: the ordering above comes from the priority mechanism."""
     res = run_ranks(_collective_priority, world=2, env={**ORDER_ENV, "TICTAC_PRIORITY": "0"},
                     args=(None,))
+    assert res[0]["blocker_busy"], "the sends were posted only after the blocker had left (machine too slow)"
     order = res[1]["order"]
     assert order and order[0] != "bcast", order

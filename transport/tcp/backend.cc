@@ -7,8 +7,9 @@
 #include <map>
 #include <vector>
 
+#include "common/log.h"
+#include "transport/shaping/shaping_endpoint.h"
 #include "transport/tcp/connector.h"
-#include "transport/tcp/egress_limiter.h"
 #include "transport/tcp/factory.h"
 #include "transport/tcp/linger.h"
 #include "transport/tcp/listener.h"
@@ -39,14 +40,27 @@ class TcpBackend final : public Backend {
   }
 
   Status attach(ProgressEngine& engine) override {
-    Result<EgressLimiter*> limiter = EgressLimiter::process_wide();  // reject a bad value now
+    // TICTAC_RATE_LIMIT: reject a bad value now (while it is set, every new endpoint is wrapped
+    // in a ShapingEndpoint).
+    Result<shaping::EgressLimiter*> limiter = shaping::EgressLimiter::process_wide();
     if (!limiter.ok()) return limiter.status();
     engine_ = &engine;
     return Status::Ok();
   }
 
   Result<std::string> listen(std::string_view address, AcceptFn on_accept) override {
-    Result<std::unique_ptr<TcpListener>> l = TcpListener::open(*engine_, address, std::move(on_accept));
+    AcceptFn shaped = [engine = engine_,
+                       on_accept = std::move(on_accept)](std::unique_ptr<Endpoint> ep) {
+      Result<std::unique_ptr<Endpoint>> w =
+          shaping::ShapingEndpoint::wrap_if_limited(*engine, std::move(ep));
+      if (w.ok()) {
+        on_accept(std::move(w).value());
+      } else {  // TICTAC_RATE_LIMIT was changed to a bad value after attach(): refuse the peer
+        TICTAC_LOG(error) << "tcp: closing an accepted connection: " << w.status().to_string();
+      }
+    };
+    Result<std::unique_ptr<TcpListener>> l =
+        TcpListener::open(*engine_, address, std::move(shaped));
     TICTAC_RETURN_IF_ERROR(l);
     std::string bound = "tcp://" + (*l)->address();
     listeners_.push_back(std::move(l).value());
@@ -55,7 +69,12 @@ class TcpBackend final : public Backend {
 
   void connect(std::string_view address, Clock::time_point deadline, ConnectFn on_done) override {
     const std::uint64_t id = next_connector_++;
-    auto c = std::make_unique<TcpConnector>(*engine_, std::string(address), deadline, std::move(on_done),
+    ConnectFn shaped = [engine = engine_,
+                        on_done = std::move(on_done)](Result<std::unique_ptr<Endpoint>> ep) {
+      if (ep.ok()) ep = shaping::ShapingEndpoint::wrap_if_limited(*engine, std::move(ep).value());
+      on_done(std::move(ep));
+    };
+    auto c = std::make_unique<TcpConnector>(*engine_, std::string(address), deadline, std::move(shaped),
                                             [this, id] {
                                               engine_->defer([this, id] { connectors_.erase(id); });
                                             });

@@ -23,10 +23,7 @@ constexpr std::size_t kQueuedBytesLowWater = 128 << 10;
 }  // namespace
 
 TcpEndpoint::TcpEndpoint(ProgressEngine& engine, int fd)
-    : engine_(engine), fd_(fd), desc_("tcp " + local_address(fd) + " -> " + remote_address(fd)) {
-  Result<EgressLimiter*> limiter = EgressLimiter::process_wide();  // validated by attach()
-  if (limiter.ok()) limiter_ = *limiter;
-}
+    : engine_(engine), fd_(fd), desc_("tcp " + local_address(fd) + " -> " + remote_address(fd)) {}
 
 TcpEndpoint::~TcpEndpoint() {
   *alive_ = false;
@@ -66,7 +63,7 @@ Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload, s
 }
 
 void TcpEndpoint::schedule_flush() {
-  if (flush_scheduled_ || watching_out_ || throttled_) return;  // EPOLLOUT will flush
+  if (flush_scheduled_ || watching_out_) return;  // EPOLLOUT will flush
   flush_scheduled_ = true;
   std::weak_ptr<bool> alive = alive_;
   engine_.defer([this, alive] {
@@ -98,7 +95,7 @@ void TcpEndpoint::fail(const Status& status) {
 
 void TcpEndpoint::update_interest() {
   if (closed_) return;
-  const bool want_out = !out_.empty() && !throttled_;
+  const bool want_out = !out_.empty();
   if (want_out == watching_out_) return;
   watching_out_ = want_out;
   Status st = engine_.rearm(fd_, want_out ? (EPOLLIN | EPOLLOUT) : EPOLLIN);
@@ -112,28 +109,12 @@ void TcpEndpoint::on_events(std::uint32_t events) {
   if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) read_some();
 }
 
-std::size_t TcpEndpoint::write_budget(std::size_t pending) {
-  if (limiter_ == nullptr) return SIZE_MAX;
-  const Clock::time_point now = Clock::now();
-  const std::size_t granted = limiter_->take(pending, now);
-  if (granted > 0) return granted;
-  throttled_ = true;
-  std::weak_ptr<bool> alive = alive_;
-  engine_.add_timer(limiter_->ready_at(pending, now), [this, alive] {
-    if (alive.expired()) return;
-    throttled_ = false;
-    flush();
-  });
-  return 0;
-}
-
 void TcpEndpoint::flush() {
-  if (closed_ || throttled_) return;
+  if (closed_) return;
   std::vector<std::uint64_t> sent;
   for (;;) {
     iovec iov[kMaxIov];
     int n = 0;
-    std::size_t pending = 0;
     for (const OutFrame& f : out_) {
       if (n + 2 > kMaxIov) break;
       if (f.done < wire::kHeaderBytes) {
@@ -145,24 +126,10 @@ void TcpEndpoint::flush() {
       }
     }
     if (n == 0) break;
-    for (int i = 0; i < n; ++i) pending += iov[i].iov_len;
-    const std::size_t budget = write_budget(pending);
-    if (budget == 0) break;
-    if (budget < pending) {  // trim the vector to the grant
-      std::size_t keep = 0;
-      int i = 0;
-      for (; i < n && keep + iov[i].iov_len <= budget; ++i) keep += iov[i].iov_len;
-      if (i < n && keep < budget) iov[i++].iov_len = budget - keep;
-      n = i;
-    }
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<std::size_t>(n);
     const ssize_t w = sendmsg(fd_, &msg, MSG_NOSIGNAL);
-    if (limiter_ != nullptr) {
-      const std::size_t granted = std::min(budget, pending);
-      limiter_->give_back(w > 0 ? granted - static_cast<std::size_t>(w) : granted);
-    }
     if (w < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;

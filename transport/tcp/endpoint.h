@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "transport/backend.h"
-#include "transport/tcp/egress_limiter.h"
 
 namespace tictac::transport::tcp {
 
@@ -42,9 +41,6 @@ class TcpEndpoint final : public Endpoint {
   // Closes and reports `status` to the sink (once).
   void fail(const Status& status);
   void update_interest();
-  // Bytes the limiter grants for the next write (SIZE_MAX when unlimited); arms the resume timer
-  // and returns 0 when the bucket is empty.
-  std::size_t write_budget(std::size_t pending);
 
   ProgressEngine& engine_;
   int fd_;
@@ -56,9 +52,6 @@ class TcpEndpoint final : public Endpoint {
   bool flush_scheduled_ = false;
   bool was_full_ = false;
   bool broken_ = false;  // failed: close at once (no linger_close)
-  // TICTAC_RATE_LIMIT: nullptr = unlimited. While throttled, a timer (not EPOLLOUT) resumes.
-  EgressLimiter* limiter_ = nullptr;
-  bool throttled_ = false;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
 
   std::deque<OutFrame> out_;

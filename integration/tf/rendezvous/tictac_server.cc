@@ -1,16 +1,19 @@
 // The grpc+tictac ServerFactory: a GrpcServer whose rendezvous manager moves every cross-task
-// tensor over TicTac (tictac_rendezvous.h), and whose worker computes TIC priorities for the
+// tensor over TicTac (tictac_rendezvous.h), and whose worker computes TIC/TAC priorities for the
 // remote receives of each graph registered with it. One of the two translation units that include
 // TF internals. Loaded with tf.load_library (python: `import tictac.tf`); registering is a static
 // initializer.
 //
 // Tunables: TICTAC_TF_PORT_OFFSET (default 1000): each task's TicTac port is its gRPC port plus
-// this; TICTAC_TF_POLICY (tic | none; default tic). Every TICTAC_* transport tunable applies
-// (TICTAC_AUTH_TOKEN, TICTAC_TIMEOUT, TICTAC_RATE_LIMIT, ...).
+// this; TICTAC_TF_POLICY (tic | tac | none; default tic); TICTAC_TF_OP_TIMES (tac only,
+// required: a JSON file of profiled op times, see graph_priorities.h). Every TICTAC_* transport
+// tunable applies (TICTAC_AUTH_TOKEN, TICTAC_TIMEOUT, TICTAC_RATE_LIMIT, ...).
 #include <atomic>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -26,6 +29,8 @@
 #include "tensorflow/core/framework/graph.pb.h"
 #include "tensorflow/core/framework/node_def.pb.h"
 #include "tensorflow/core/framework/node_def_util.h"
+#include "tensorflow/core/framework/tensor_shape.h"
+#include "tensorflow/core/framework/types.h"
 #include "tensorflow/core/platform/logging.h"
 #include "tensorflow/core/protobuf/tensorflow_server.pb.h"
 #include "tensorflow/core/protobuf/worker.pb.h"
@@ -67,6 +72,12 @@ std::vector<NodeSpec> node_specs(const GraphDef& graph) {
           TryGetNodeAttr(n, "tensor_name", &spec.edge)) {
         TryGetNodeAttr(n, "client_terminated", &client);
         spec.is_remote_recv = !client && !DeviceNameUtils::IsSameAddressSpace(send, recv);
+        // The size, for TAC, when the graph states a fully defined shape.
+        DataType dtype;
+        std::vector<PartialTensorShape> shapes;
+        if (TryGetNodeAttr(n, "tensor_type", &dtype) &&
+            GetNodeAttr(n, "_output_shapes", &shapes).ok() && shapes.size() == 1 && shapes[0].IsFullyDefined() && DataTypeSize(dtype) > 0)
+          spec.bytes = static_cast<std::uint64_t>(shapes[0].num_elements()) * DataTypeSize(dtype);
       }
     }
     for (const std::string& in : n.input()) {
@@ -81,17 +92,20 @@ std::vector<NodeSpec> node_specs(const GraphDef& graph) {
 class TictacWorker : public GrpcWorker {
  public:
   TictacWorker(WorkerEnv* env, const ConfigProto& config, std::shared_ptr<ServerState> state,
-               std::string policy)
-      : GrpcWorker(env, config), state_(std::move(state)), policy_(std::move(policy)) {}
+               std::string policy, std::shared_ptr<const TacTimings> tac)
+      : GrpcWorker(env, config),
+        state_(std::move(state)),
+        policy_(std::move(policy)),
+        tac_(std::move(tac)) {}
 
   void RegisterGraphAsync(const RegisterGraphRequest* request, RegisterGraphResponse* response,
                           StatusCallback done) override {
     std::unordered_map<std::string, std::int64_t> table;
     std::string error;
-    if (edge_priorities(node_specs(request->graph_def()), policy_, &table, &error))
+    if (edge_priorities(node_specs(request->graph_def()), policy_, &table, &error, tac_.get()))
       state_->merge_priorities(table);
     else
-      LOG(WARNING) << "grpc+tictac: no TIC priorities for a graph registered on "
+      LOG(WARNING) << "grpc+tictac: no " << policy_ << " priorities for a graph registered on "
                    << state_->own_task << " (its keys go at the lowest priority): " << error;
     GrpcWorker::RegisterGraphAsync(request, response, std::move(done));
   }
@@ -105,6 +119,7 @@ class TictacWorker : public GrpcWorker {
  private:
   std::shared_ptr<ServerState> state_;
   std::string policy_;
+  std::shared_ptr<const TacTimings> tac_;  // policy tac only
 };
 
 std::string task_name(const std::string& job, int index) {
@@ -130,7 +145,7 @@ absl::Status tictac_addresses(const ServerDef& def, int offset,
   return absl::OkStatus();
 }
 
-absl::Status read_config(int* offset, std::string* policy) {
+absl::Status read_config(int* offset, std::string* policy, std::shared_ptr<const TacTimings>* tac) {
   const std::string o = env_or("TICTAC_TF_PORT_OFFSET", std::to_string(kDefaultPortOffset));
   char* end = nullptr;
   long v = std::strtol(o.c_str(), &end, 10);
@@ -139,9 +154,26 @@ absl::Status read_config(int* offset, std::string* policy) {
                                       "' is not an integer in 1..65535 (default 1000)");
   *offset = static_cast<int>(v);
   *policy = env_or("TICTAC_TF_POLICY", "tic");
-  if (*policy != "tic" && *policy != "none")
+  if (*policy != "tic" && *policy != "tac" && *policy != "none")
     return absl::InvalidArgumentError("grpc+tictac: TICTAC_TF_POLICY='" + *policy +
-                                      "' (expected tic or none; tac is not in the drop-in yet)");
+                                      "' (expected tic, tac or none)");
+  if (*policy != "tac") return absl::OkStatus();
+  const std::string path = env_or("TICTAC_TF_OP_TIMES", "");
+  if (path.empty())
+    return absl::InvalidArgumentError(
+        "grpc+tictac: TICTAC_TF_POLICY=tac needs TICTAC_TF_OP_TIMES, a JSON file of profiled op "
+        "times ({\"ops\": {\"node name\": seconds}, \"bandwidth_bps\": b}); or use tic");
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  if (!f)
+    return absl::InvalidArgumentError("grpc+tictac: TICTAC_TF_OP_TIMES='" + path +
+                                      "' cannot be read");
+  auto timings = std::make_shared<TacTimings>();
+  std::string error;
+  if (!parse_tac_timings(text.str(), timings.get(), &error))
+    return absl::InvalidArgumentError("grpc+tictac: TICTAC_TF_OP_TIMES='" + path + "': " + error);
+  *tac = std::move(timings);
   return absl::OkStatus();
 }
 
@@ -151,7 +183,8 @@ class TictacServer : public GrpcServer {
                              std::unique_ptr<ServerInterface>* out) {
     int offset = 0;
     std::string policy;
-    absl::Status st = read_config(&offset, &policy);
+    std::shared_ptr<const TacTimings> tac;
+    absl::Status st = read_config(&offset, &policy, &tac);
     if (!st.ok()) return st;
     auto state = std::make_shared<ServerState>();
     std::map<std::string, std::string> addresses;
@@ -170,8 +203,8 @@ class TictacServer : public GrpcServer {
     opts.rendezvous_mgr_func = [state](const WorkerEnv* env) {
       return new_rendezvous_mgr(env, state);
     };
-    opts.worker_func = [state, policy](WorkerEnv* env, const ConfigProto& config) {
-      return std::unique_ptr<GrpcWorker>(new TictacWorker(env, config, state, policy));
+    opts.worker_func = [state, policy, tac](WorkerEnv* env, const ConfigProto& config) {
+      return std::unique_ptr<GrpcWorker>(new TictacWorker(env, config, state, policy, tac));
     };
     st = server->Init(opts);
     if (!st.ok()) return st;

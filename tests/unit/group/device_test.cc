@@ -3,7 +3,8 @@
 // scripted CUDA model, made thread-safe by a locking wrapper and run by a pump thread. Checks the
 // producer gate (no byte leaves before the producer stream's earlier work ran), byte equality,
 // and that work enqueued on the consumer stream after recv_region() only runs once the bytes are
-// on the device. And on this machine's real CUDA table: a clear "CUDA not viable" error.
+// on the device; the gate and the stream wait are on their streams when send_region() /
+// recv_region() return, also inside a batch (no loop round trip). And on this machine's real CUDA table: a clear "CUDA not viable" error.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -112,6 +113,11 @@ TEST_P(GroupDevice, StagedSendWaitsForTheProducerAndReleasesTheConsumerAfterTheL
   if (batched) (*g1)->begin_batch();
   (*g1)->recv_region(0, 42, *in,
                      [&](const Status& s, std::uint64_t, int) { received.set_value(s); });
+  {
+    // Ordered at the call, also inside a batch (whose tasks reach the loop only at end_batch).
+    std::lock_guard<std::mutex> lock(api.mutex());
+    EXPECT_EQ(fake.queued(consumer), 1u) << "recv_region() returned before the stream wait was enqueued";
+  }
   if (batched) (*g1)->end_batch();
   {
     std::lock_guard<std::mutex> lock(api.mutex());  // the consumer's next kernel
@@ -122,6 +128,10 @@ TEST_P(GroupDevice, StagedSendWaitsForTheProducerAndReleasesTheConsumerAfterTheL
   if (batched) (*g0)->begin_batch();
   (*g0)->send_region(1, 42, *out, 0,
                      [&](const Status& s, std::uint64_t, int) { sent.set_value(s); });
+  {
+    std::lock_guard<std::mutex> lock(api.mutex());
+    EXPECT_EQ(fake.queued(producer), 2u) << "send_region() returned before the producer gate was recorded";
+  }
   if (batched) (*g0)->end_batch();
 
   std::atomic<bool> stop{false};

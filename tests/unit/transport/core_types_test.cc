@@ -104,10 +104,28 @@ TEST(TransportConfig, DefaultsEnvAndBadValues) {
   unsetenv("TICTAC_EAGER_BYTES");
   unsetenv("TICTAC_TIMEOUT");
   unsetenv("TICTAC_PRIORITY");
+  unsetenv("TICTAC_CHUNK_TARGET");
   Result<TransportConfig> d = TransportConfig::from_env();
   ASSERT_TRUE(d.ok());
-  EXPECT_EQ(d->chunk_bytes, 1u << 20);
-  EXPECT_EQ(d->window_chunks, 4u);
+  EXPECT_TRUE(d->auto_chunk);  // the default: tuned online (transport/chunk_tuner.h)
+  EXPECT_TRUE(d->auto_window);
+  EXPECT_EQ(d->chunk_bytes, 64u << 10);  // the starting values of the tuner
+  EXPECT_EQ(d->window_chunks, 2u);
+  EXPECT_EQ(d->chunk_target.count(), 100'000);
+  setenv("TICTAC_CHUNK_BYTES", "auto", 1);
+  setenv("TICTAC_WINDOW", "3", 1);
+  setenv("TICTAC_CHUNK_TARGET", "2ms", 1);
+  Result<TransportConfig> mixed = TransportConfig::from_env();
+  ASSERT_TRUE(mixed.ok()) << mixed.status().to_string();
+  EXPECT_TRUE(mixed->auto_chunk);
+  EXPECT_FALSE(mixed->auto_window);  // an explicit value overrides the tuner
+  EXPECT_EQ(mixed->window_chunks, 3u);
+  EXPECT_EQ(mixed->chunk_target.count(), 2'000'000);
+  setenv("TICTAC_CHUNK_TARGET", "1us", 1);
+  Result<TransportConfig> bad_target = TransportConfig::from_env();
+  ASSERT_FALSE(bad_target.ok());
+  EXPECT_NE(bad_target.status().message().find("TICTAC_CHUNK_TARGET"), std::string::npos);
+  unsetenv("TICTAC_CHUNK_TARGET");
   EXPECT_EQ(d->timeout.count(), 30000);
   setenv("TICTAC_CHUNK_BYTES", "64K", 1);
   setenv("TICTAC_WINDOW", "1", 1);
@@ -117,6 +135,8 @@ TEST(TransportConfig, DefaultsEnvAndBadValues) {
   ASSERT_TRUE(e.ok()) << e.status().to_string();
   EXPECT_EQ(e->chunk_bytes, 65536u);
   EXPECT_EQ(e->window_chunks, 1u);
+  EXPECT_FALSE(e->auto_chunk);  // explicit values are fixed
+  EXPECT_FALSE(e->auto_window);
   EXPECT_EQ(e->timeout.count(), 500);
   EXPECT_FALSE(e->enforce_priority);
   setenv("TICTAC_WINDOW", "0", 1);

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <thread>
 
 #include "tests/unit/verbs/backend_harness.h"
@@ -54,12 +56,14 @@ class Admission : public ::testing::Test {
  protected:
   void SetUp() override { start_acceptor(acceptor_config()); }
 
-  void start_acceptor(const VerbsConfig& config) {
+  void start_acceptor(const VerbsConfig& config, std::uint32_t max_handshakes = 64,
+                      std::chrono::milliseconds handshake_timeout = std::chrono::seconds(10)) {
     backend_.reset();
     engine_ = std::move(transport::ProgressEngine::create(transport::ProgressEngine::Mode::manual))
                   .value();
     backend_ = create(fabric_.api(), config);
     backend_->set_auth_token(kToken);
+    backend_->set_handshake_limits(max_handshakes, handshake_timeout);
     ASSERT_TRUE(backend_->attach(*engine_).ok());
     Result<std::string> addr = backend_->listen(
         "127.0.0.1:0",
@@ -112,6 +116,21 @@ class Admission : public ::testing::Test {
     client.join();
     EXPECT_TRUE(done.load()) << "the client hung";
     return auth_error;
+  }
+
+  // Drives the acceptor's loop until the raw client socket `fd` is closed by the acceptor (EOF or
+  // reset; bytes it sends, such as its handshake's first message, are read and ignored), or
+  // `within` passes (false).
+  bool closed_by_acceptor(int fd, std::chrono::milliseconds within) {
+    const auto deadline = std::chrono::steady_clock::now() + within;
+    while (std::chrono::steady_clock::now() < deadline) {
+      engine_->progress(std::chrono::milliseconds(1));
+      char b[256];
+      const ssize_t n = ::recv(fd, b, sizeof b, MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+        return true;
+    }
+    return false;
   }
 
   fake::FakeFabric fabric_{threaded_fabric()};
@@ -202,6 +221,41 @@ TEST_F(Admission, CounterCheckRaisingTheLimitAdmitsTheLargePeer) {
   EXPECT_EQ(run_client(ClientPlan{true, kToken, client_info(8u << 20)}), "");
   const Cost after = cost_of(fabric_);
   EXPECT_GE(after.bytes - before.bytes, 2u * (8u << 20)) << "its staging ring: 2 slots of 8 MiB";
+}
+
+TEST_F(Admission, PastTheHandshakeCapSideChannelConnectsAreClosedAtOnce) {
+  start_acceptor(acceptor_config(), /*max_handshakes=*/2, std::chrono::seconds(30));
+  const int idle1 = connect_blocking(address_);
+  const int idle2 = connect_blocking(address_);
+  ASSERT_GE(idle1, 0);
+  ASSERT_GE(idle2, 0);
+  for (int i = 0; i < 50; ++i) engine_->progress(std::chrono::milliseconds(1));  // both accepted
+  const int third = connect_blocking(address_);
+  ASSERT_GE(third, 0);
+  EXPECT_TRUE(closed_by_acceptor(third, std::chrono::seconds(10)))
+      << "over TICTAC_MAX_HANDSHAKES: closed";
+  // Counter-check: the two within the cap are kept, waiting in the handshake.
+  EXPECT_FALSE(closed_by_acceptor(idle1, std::chrono::milliseconds(300)));
+  EXPECT_FALSE(closed_by_acceptor(idle2, std::chrono::milliseconds(50)));
+  ::close(third);
+  ::close(idle1);
+  ::close(idle2);
+  for (int i = 0; i < 200; ++i) engine_->progress(std::chrono::milliseconds(1));  // they see EOF
+  // The slots are free again: a proper peer gets in.
+  const Cost before = cost_of(fabric_);
+  EXPECT_EQ(run_client(ClientPlan{true, kToken, client_info(4096)}), "");
+  EXPECT_GE(cost_of(fabric_).mrs, before.mrs + 2);
+}
+
+TEST_F(Admission, ASideChannelPeerThatStallsIsClosedAfterTheHandshakeTimeout) {
+  start_acceptor(acceptor_config(), 64, std::chrono::milliseconds(300));
+  const int idle = connect_blocking(address_);
+  ASSERT_GE(idle, 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_TRUE(closed_by_acceptor(idle, std::chrono::seconds(20)));
+  // Not a timing check (the bound is generous): it was the timer, not the 10 s default.
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(9));
+  ::close(idle);
 }
 
 TEST(PeerLimits, ErrorsNameTheVariableAndTheValue) {

@@ -3,7 +3,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <vector>
@@ -21,13 +23,20 @@ namespace {
 
 class VerbsBackend final : public transport::Backend {
  public:
-  VerbsBackend(Result<IbvApi> api, Result<VerbsConfig> config) : api_(std::move(api)), config_(std::move(config)) {}
+  VerbsBackend(Result<IbvApi> api, Result<VerbsConfig> config)
+      : api_(std::move(api)), config_(std::move(config)) {}
   ~VerbsBackend() override {
     shutdown();
     if (device_) device_->detach();
   }
 
   std::string_view name() const override { return "verbs"; }
+
+  void set_handshake_limits(std::uint32_t max_concurrent,
+                            std::chrono::milliseconds timeout) override {
+    max_acceptors_ = std::max<std::uint32_t>(1, max_concurrent);
+    accept_timeout_ = timeout;
+  }
 
   void set_auth_token(const std::optional<std::string>& token) override {
     token_ = std::make_unique<SideToken>(token);
@@ -40,9 +49,9 @@ class VerbsBackend final : public transport::Backend {
     Result<std::vector<ActivePort>> ports = find_active_ports(*api_);
     if (!ports.ok()) return {false, ports.status().message()};
     const ActivePort& p = ports->front();
-    return {true, "RC queue pairs via " + api_->provider + " on " + p.device + " port " + std::to_string(p.port) +
-                      " (" + link_layer_name(p.attr.link_layer) + ", MTU " +
-                      std::to_string(mtu_bytes(p.attr.active_mtu)) + "); " +
+    return {true, "RC queue pairs via " + api_->provider + " on " + p.device + " port " +
+                      std::to_string(p.port) + " (" + link_layer_name(p.attr.link_layer) +
+                      ", MTU " + std::to_string(mtu_bytes(p.attr.active_mtu)) + "); " +
                       std::to_string(config_->bytes_per_peer() >> 10) + " KiB registered per peer"};
   }
 
@@ -78,7 +87,8 @@ class VerbsBackend final : public transport::Backend {
     Result<int> fd = listen_side(*addr);
     TICTAC_RETURN_IF_ERROR(fd);
     auto fn = std::make_shared<transport::AcceptFn>(std::move(on_accept));
-    Status st = engine_->watch(*fd, EPOLLIN, [this, lfd = *fd, fn](std::uint32_t) { accept_all(lfd, fn); });
+    Status st =
+        engine_->watch(*fd, EPOLLIN, [this, lfd = *fd, fn](std::uint32_t) { accept_all(lfd, fn); });
     if (!st.ok()) {
       ::close(*fd);
       return st;
@@ -87,16 +97,19 @@ class VerbsBackend final : public transport::Backend {
     return "verbs://" + local_address_of(*fd);
   }
 
-  void connect(std::string_view address, transport::Clock::time_point deadline, transport::ConnectFn on_done) override {
+  void connect(std::string_view address, transport::Clock::time_point deadline,
+               transport::ConnectFn on_done) override {
     Result<sockaddr_in> addr = parse_side_address(address);
-    Status why = !device_ ? Status(StatusCode::unavailable, "verbs backend is not attached") : addr.status();
+    Status why =
+        !device_ ? Status(StatusCode::unavailable, "verbs backend is not attached") : addr.status();
     if (!why.ok()) {
       engine_->defer([on_done = std::move(on_done), why] { on_done(why); });
       return;
     }
     const std::uint64_t id = next_id_++;
-    auto c = std::make_unique<Connector>(device_, *token_, *addr, std::string(address), deadline, std::move(on_done),
-                                         [this, id] { engine_->defer([this, id] { connectors_.erase(id); }); });
+    auto c = std::make_unique<Connector>(
+        device_, *token_, *addr, std::string(address), deadline, std::move(on_done),
+        [this, id] { engine_->defer([this, id] { connectors_.erase(id); }); });
     Connector* raw = c.get();
     connectors_.emplace(id, std::move(c));
     raw->start();
@@ -124,6 +137,16 @@ class VerbsBackend final : public transport::Backend {
         if (errno == EINTR || errno == ECONNABORTED) continue;
         return;
       }
+      if (acceptors_.size() >= max_acceptors_) {
+        // A flood of side-channel connects (authenticated or not) holds at most this many fds
+        // and acceptors, each for at most accept_timeout_; the rest are closed at once.
+        TICTAC_LOG(warn) << "verbs side channel: refusing an incoming connection from "
+                         << peer_address_of(fd) << ": " << acceptors_.size()
+                         << " handshakes are already in progress (TICTAC_MAX_HANDSHAKES="
+                         << max_acceptors_ << ")";
+        ::close(fd);
+        continue;
+      }
       const std::uint64_t id = next_id_++;
       auto done = [fn](Result<std::unique_ptr<VerbsEndpoint>> ep) {
         if (!ep.ok()) {
@@ -132,8 +155,9 @@ class VerbsBackend final : public transport::Backend {
         }
         (*fn)(std::move(ep).value());
       };
-      auto a = std::make_unique<Acceptor>(device_, *token_, fd, done,
-                                          [this, id] { engine_->defer([this, id] { acceptors_.erase(id); }); });
+      auto a = std::make_unique<Acceptor>(device_, *token_, fd, accept_timeout_, done, [this, id] {
+        engine_->defer([this, id] { acceptors_.erase(id); });
+      });
       Acceptor* raw = a.get();
       acceptors_.emplace(id, std::move(a));
       raw->start();
@@ -144,10 +168,13 @@ class VerbsBackend final : public transport::Backend {
   Result<VerbsConfig> config_;
   transport::ProgressEngine* engine_ = nullptr;
   std::shared_ptr<Device> device_;
-  std::unique_ptr<SideToken> token_ = std::make_unique<SideToken>();  // outlives acceptors/connectors
+  std::unique_ptr<SideToken> token_ =
+      std::make_unique<SideToken>();  // outlives acceptors/connectors
   bool token_set_ = false;
   std::vector<int> listeners_;
   std::uint64_t next_id_ = 1;
+  std::uint32_t max_acceptors_ = 64;  // TICTAC_MAX_HANDSHAKES (set_handshake_limits)
+  std::chrono::milliseconds accept_timeout_{10'000};  // TICTAC_HANDSHAKE_TIMEOUT
   std::map<std::uint64_t, std::unique_ptr<Connector>> connectors_;
   std::map<std::uint64_t, std::unique_ptr<Acceptor>> acceptors_;
 };

@@ -11,9 +11,14 @@ namespace tictac::verbs {
 // ---------------------------------------------------------------------------------------------
 // Acceptor
 
-Acceptor::Acceptor(std::shared_ptr<Device> device, const SideToken& token, int fd, Done done,
-                   std::function<void()> finished)
-    : dev_(std::move(device)), token_(token), stream_(fd), done_(std::move(done)), finished_(std::move(finished)) {}
+Acceptor::Acceptor(std::shared_ptr<Device> device, const SideToken& token, int fd,
+                   std::chrono::milliseconds timeout, Done done, std::function<void()> finished)
+    : dev_(std::move(device)),
+      token_(token),
+      timeout_(timeout),
+      stream_(fd),
+      done_(std::move(done)),
+      finished_(std::move(finished)) {}
 
 Acceptor::~Acceptor() {
   if (watching_) dev_->engine().unwatch(stream_.fd());
@@ -21,13 +26,15 @@ Acceptor::~Acceptor() {
 }
 
 void Acceptor::start() {
-  timer_ = dev_->engine().add_timer(transport::Clock::now() + kAcceptTimeout, [this] {
+  timer_ = dev_->engine().add_timer(transport::Clock::now() + timeout_, [this] {
     timer_ = 0;
     finish(Status(StatusCode::timeout, "the verbs peer " + peer_address_of(stream_.fd()) +
                                            " did not finish the QP exchange within " +
-                                           std::to_string(kAcceptTimeout.count()) + " s"));
+                                           std::to_string(timeout_.count()) +
+                                           " ms (TICTAC_HANDSHAKE_TIMEOUT)"));
   });
-  Result<SideAuth> auth = SideAuth::start(auth::Role::acceptor, token_, "verbs://" + peer_address_of(stream_.fd()));
+  Result<SideAuth> auth =
+      SideAuth::start(auth::Role::acceptor, token_, "verbs://" + peer_address_of(stream_.fd()));
   Status st = auth.status();
   if (auth.ok()) {
     auth_.emplace(std::move(auth).value());
@@ -56,7 +63,8 @@ Status Acceptor::step() {
     }
     auth_.reset();
     state_ = State::read_info;
-    TICTAC_RETURN_IF_ERROR(dev_->engine().rearm(stream_.fd(), stream_.writing() ? EPOLLIN | EPOLLOUT : EPOLLIN));
+    TICTAC_RETURN_IF_ERROR(
+        dev_->engine().rearm(stream_.fd(), stream_.writing() ? EPOLLIN | EPOLLOUT : EPOLLIN));
   }
   if (state_ == State::read_info) {
     Result<bool> full = stream_.fill(kQpInfoBytes);
@@ -71,7 +79,8 @@ Status Acceptor::step() {
     TICTAC_RETURN_IF_ERROR(ep_->connect(*peer));
     TICTAC_RETURN_IF_ERROR(stream_.write(encode(ep_->local_info())));
     state_ = State::read_ready;
-    TICTAC_RETURN_IF_ERROR(dev_->engine().rearm(stream_.fd(), stream_.writing() ? EPOLLIN | EPOLLOUT : EPOLLIN));
+    TICTAC_RETURN_IF_ERROR(
+        dev_->engine().rearm(stream_.fd(), stream_.writing() ? EPOLLIN | EPOLLOUT : EPOLLIN));
   }
   if (state_ == State::read_ready) {
     if (!stream_.writing()) TICTAC_RETURN_IF_ERROR(dev_->engine().rearm(stream_.fd(), EPOLLIN));
@@ -79,7 +88,8 @@ Status Acceptor::step() {
     TICTAC_RETURN_IF_ERROR(full);
     if (!*full) return Status::Ok();
     if (stream_.take(1)[0] != kReadyByte) {
-      return Status(StatusCode::protocol_error, "the verbs peer sent a bad ready byte after the QP exchange");
+      return Status(StatusCode::protocol_error,
+                    "the verbs peer sent a bad ready byte after the QP exchange");
     }
     dev_->engine().unwatch(stream_.fd());
     watching_ = false;
@@ -110,10 +120,16 @@ void Acceptor::finish(Result<std::unique_ptr<VerbsEndpoint>> result) {
 // ---------------------------------------------------------------------------------------------
 // Connector
 
-Connector::Connector(std::shared_ptr<Device> device, const SideToken& token, sockaddr_in addr, std::string address,
-                     transport::Clock::time_point deadline, transport::ConnectFn done, std::function<void()> finished)
-    : dev_(std::move(device)), token_(token), addr_(addr), address_(std::move(address)), deadline_(deadline),
-      done_(std::move(done)), finished_(std::move(finished)) {}
+Connector::Connector(std::shared_ptr<Device> device, const SideToken& token, sockaddr_in addr,
+                     std::string address, transport::Clock::time_point deadline,
+                     transport::ConnectFn done, std::function<void()> finished)
+    : dev_(std::move(device)),
+      token_(token),
+      addr_(addr),
+      address_(std::move(address)),
+      deadline_(deadline),
+      done_(std::move(done)),
+      finished_(std::move(finished)) {}
 
 Connector::~Connector() {
   *alive_ = false;
@@ -123,8 +139,9 @@ Connector::~Connector() {
 void Connector::start() {
   deadline_timer_ = dev_->engine().add_timer(deadline_, [this] {
     deadline_timer_ = 0;
-    finish(Status(StatusCode::timeout, "no verbs peer completed the QP exchange at " + address_ +
-                                           " before the connect deadline (is anybody listening there?)"));
+    finish(Status(StatusCode::timeout,
+                  "no verbs peer completed the QP exchange at " + address_ +
+                      " before the connect deadline (is anybody listening there?)"));
   });
   retry_timer_ = dev_->engine().add_timer(transport::Clock::now(), [this] {
     retry_timer_ = 0;
@@ -181,10 +198,12 @@ void Connector::retry_or_fail(const Status& why, int err) {
     return;
   }
   if (refused) {
-    finish(Status(StatusCode::timeout, "nobody listens at verbs://" + address_ + " (connection refused until the connect deadline)"));
+    finish(Status(StatusCode::timeout, "nobody listens at verbs://" + address_ +
+                                           " (connection refused until the connect deadline)"));
     return;
   }
-  finish(Status(why.code(), "cannot reach verbs://" + address_ + ": " + why.message(), why.origin()));
+  finish(
+      Status(why.code(), "cannot reach verbs://" + address_ + ": " + why.message(), why.origin()));
 }
 
 void Connector::on_events(std::uint32_t) {
@@ -196,7 +215,8 @@ void Connector::on_events(std::uint32_t) {
     if (state_ == State::connecting) {
       retry_or_fail(st, connect_errno_);
     } else {
-      finish(Status(st.code(), "QP exchange with verbs://" + address_ + " failed: " + st.message(), st.origin()));
+      finish(Status(st.code(), "QP exchange with verbs://" + address_ + " failed: " + st.message(),
+                    st.origin()));
     }
   }
 }

@@ -12,7 +12,7 @@
 // connector before its ready byte; the acceptor hands its endpoint out only after that byte.
 // Connector: retries refused connects until the deadline (then timeout); reports exactly once,
 // always from a later loop step, unless abandoned. Acceptor: gives up (logging why) when the
-// peer misbehaves, vanishes, or does not finish within kAcceptTimeout.
+// peer misbehaves, vanishes, or does not finish within its timeout (TICTAC_HANDSHAKE_TIMEOUT).
 // Threading: loop-thread only. Both own their socket until they hand it to the endpoint.
 #pragma once
 
@@ -32,7 +32,6 @@
 
 namespace tictac::verbs {
 
-inline constexpr auto kAcceptTimeout = std::chrono::seconds(30);
 inline constexpr auto kConnectRetry = std::chrono::milliseconds(20);
 
 class Acceptor {
@@ -40,8 +39,10 @@ class Acceptor {
   using Done = std::function<void(Result<std::unique_ptr<VerbsEndpoint>>)>;
   // `done` fires once, from a loop step (never inside start()); `finished` after it, so the
   // owner can drop this object (from a deferred task).
-  // `token` (the backend's; outlives this object) authenticates the peer before anything else.
-  Acceptor(std::shared_ptr<Device> device, const SideToken& token, int fd, Done done, std::function<void()> finished);
+  // `token` (the backend's; outlives this object) authenticates the peer before anything else;
+  // the whole exchange must finish within `timeout`.
+  Acceptor(std::shared_ptr<Device> device, const SideToken& token, int fd,
+           std::chrono::milliseconds timeout, Done done, std::function<void()> finished);
   ~Acceptor();
   void start();
 
@@ -52,6 +53,7 @@ class Acceptor {
 
   std::shared_ptr<Device> dev_;
   const SideToken& token_;
+  const std::chrono::milliseconds timeout_;
   SideStream stream_;
   Done done_;
   std::function<void()> finished_;
@@ -64,8 +66,9 @@ class Acceptor {
 
 class Connector {
  public:
-  Connector(std::shared_ptr<Device> device, const SideToken& token, sockaddr_in addr, std::string address,
-            transport::Clock::time_point deadline, transport::ConnectFn done, std::function<void()> finished);
+  Connector(std::shared_ptr<Device> device, const SideToken& token, sockaddr_in addr,
+            std::string address, transport::Clock::time_point deadline, transport::ConnectFn done,
+            std::function<void()> finished);
   ~Connector();
   void start();
   // No callback any more; releases the socket and the half-built endpoint.
@@ -89,7 +92,14 @@ class Connector {
   std::unique_ptr<SideStream> stream_;
   std::optional<SideAuth> auth_;
   std::unique_ptr<VerbsEndpoint> ep_;
-  enum class State { idle, connecting, authenticate, read_info, send_ready, done } state_ = State::idle;
+  enum class State {
+    idle,
+    connecting,
+    authenticate,
+    read_info,
+    send_ready,
+    done
+  } state_ = State::idle;
   int connect_errno_ = 0;  // of the last failed connect attempt
   bool watching_ = false;
   transport::ProgressEngine::TimerId retry_timer_ = 0;

@@ -1,0 +1,196 @@
+// ChunkTuner (transport/chunk_tuner.h): the auto chunk size and window from synthetic completion
+// times, deterministic (time is passed in). Plus SendQueue with the tuner on (an injected clock)
+// and the counter-check that fixed values never move.
+#include "transport/chunk_tuner.h"
+
+#include <gtest/gtest.h>
+
+#include "transport/send_queue.h"
+
+namespace tictac::transport {
+namespace {
+
+using std::chrono::nanoseconds;
+
+ChunkTunerConfig auto_config() {
+  ChunkTunerConfig c;
+  c.auto_chunk = true;
+  c.auto_window = true;
+  c.chunk_bytes = 256 << 10;
+  c.window_chunks = 2;
+  c.target = std::chrono::microseconds(500);
+  return c;  // chunks 64K..8M, windows 2..64
+}
+
+// A backlogged link of `rate` bytes/s: each chunk of the tuner's current size completes one
+// transmission time after the previous one, `extra` after it was popped beyond its own
+// transmission (the backend's delay). Returns the time after the last completion.
+nanoseconds feed(ChunkTuner& t, double rate, nanoseconds start, int chunks,
+                 nanoseconds extra = nanoseconds{0}) {
+  nanoseconds now = start;
+  for (int i = 0; i < chunks; ++i) {
+    const std::uint64_t bytes = t.chunk_bytes();
+    const auto tx = nanoseconds(static_cast<std::int64_t>(static_cast<double>(bytes) / rate * 1e9));
+    now += tx;
+    t.on_done(bytes, 0, now - tx - extra, now, true);
+  }
+  return now;
+}
+
+TEST(ChunkTuner, OneGbitLinkGetsSmallChunksAndTheMinimumWindow) {
+  ChunkTuner t(auto_config());
+  EXPECT_EQ(t.chunk_bytes(), 256u << 10);  // the initial values until the first sample
+  EXPECT_EQ(t.window_chunks(), 2u);
+  feed(t, 125e6, nanoseconds{0}, 40);
+  EXPECT_GE(t.samples(), 1u);
+  EXPECT_NEAR(t.rate_bytes_per_s(), 125e6, 125e4);
+  EXPECT_EQ(t.chunk_bytes(), 64u << 10);  // 125 MB/s x 500 us = 62.5 KB -> 64 KiB
+  EXPECT_EQ(t.window_chunks(), 2u);       // no backend delay beyond the transmission: the minimum
+}
+
+TEST(ChunkTuner, TheDefaultTargetIs100Microseconds) {
+  ChunkTunerConfig c = auto_config();
+  c.target = ChunkTunerConfig{}.target;
+  ChunkTuner t(c);
+  feed(t, 3.5e9, nanoseconds{0}, 400);  // loopback TCP: 350 KB -> 256 KiB
+  EXPECT_EQ(t.chunk_bytes(), 256u << 10);
+}
+
+TEST(ChunkTuner, FastLinkGrowsTheChunk) {
+  ChunkTuner t(auto_config());
+  feed(t, 4e9, nanoseconds{0}, 200);
+  EXPECT_NEAR(t.rate_bytes_per_s(), 4e9, 4e7);
+  EXPECT_EQ(t.chunk_bytes(), 2u << 20);  // 4 GB/s x 500 us = 2 MB -> 2 MiB
+}
+
+TEST(ChunkTuner, BackendDelayWidensTheWindowToCoverIt) {
+  ChunkTuner t(auto_config());
+  // 1.6 GB/s, 1 ms of delay per chunk (a round trip before completion): chunk 800 KB -> 1 MiB
+  // (0.66 ms), window 1 + ceil(1 / 0.66) = 3 keeps the link full.
+  feed(t, 1.6e9, nanoseconds{0}, 100, std::chrono::milliseconds(1));
+  EXPECT_EQ(t.chunk_bytes(), 1u << 20);
+  EXPECT_EQ(t.window_chunks(), 3u);
+}
+
+TEST(ChunkTuner, QueueingBehindTheWindowIsNotBackendDelay) {
+  ChunkTuner t(auto_config());
+  // 125 MB/s with 3 chunks ahead of each one: it completes 4 transmission times after its pop,
+  // all of it queueing (as on TCP, where a chunk waits for the socket to drain).
+  nanoseconds now{0};
+  for (int i = 0; i < 60; ++i) {
+    const std::uint64_t bytes = t.chunk_bytes();
+    const auto tx =
+        nanoseconds(static_cast<std::int64_t>(static_cast<double>(bytes) / 125e6 * 1e9));
+    now += tx;
+    t.on_done(bytes, 3 * bytes, now - 4 * tx, now, true);
+  }
+  EXPECT_LT(t.backend_delay(), std::chrono::microseconds(50));
+  EXPECT_EQ(t.window_chunks(), 2u);  // the minimum, not 4
+}
+
+TEST(ChunkTuner, AdaptsOnlineWhenTheRateChanges) {
+  ChunkTuner t(auto_config());
+  nanoseconds now = feed(t, 4e9, nanoseconds{0}, 200);
+  ASSERT_EQ(t.chunk_bytes(), 2u << 20);
+  feed(t, 125e6, now, 200);  // the link slowed down 32x (e.g. another flow took it)
+  EXPECT_LT(t.rate_bytes_per_s(), 130e6);
+  EXPECT_EQ(t.chunk_bytes(), 64u << 10);
+}
+
+TEST(ChunkTuner, IdleGapsDoNotReadAsASlowLink) {
+  ChunkTuner t(auto_config());
+  // Bursts of 8 chunks at 2 GB/s with 100 ms of idleness (nothing queued) between bursts.
+  nanoseconds now{0};
+  for (int burst = 0; burst < 20; ++burst) {
+    for (int i = 0; i < 8; ++i) {
+      const std::uint64_t bytes = t.chunk_bytes();
+      const auto tx =
+          nanoseconds(static_cast<std::int64_t>(static_cast<double>(bytes) / 2e9 * 1e9));
+      now += tx;
+      t.on_done(bytes, 0, now - tx, now, i < 7);  // the burst's last chunk leaves the device idle
+    }
+    now += std::chrono::milliseconds(100);
+  }
+  EXPECT_GE(t.samples(), 1u);
+  EXPECT_NEAR(t.rate_bytes_per_s(), 2e9, 2e8);  // counting the gaps would give ~20 MB/s
+  EXPECT_EQ(t.chunk_bytes(), 1u << 20);
+}
+
+TEST(ChunkTuner, HysteresisKeepsTheChunkWhenTheIdealIsWithinAFactorOfTwo) {
+  ChunkTuner t(auto_config());
+  nanoseconds now = feed(t, 2e9, nanoseconds{0}, 200);  // 1 MB -> 1 MiB
+  ASSERT_EQ(t.chunk_bytes(), 1u << 20);
+  for (int i = 0; i < 10; ++i) {
+    now = feed(t, i % 2 ? 2.8e9 : 1.4e9, now, 30);  // +-40 %: ideal 0.7 .. 1.4 MB
+    EXPECT_EQ(t.chunk_bytes(), 1u << 20) << "round " << i;
+  }
+}
+
+TEST(ChunkTuner, ClampsToTheBounds) {
+  ChunkTuner fast(auto_config());
+  feed(fast, 100e9, nanoseconds{0}, 4000);
+  EXPECT_EQ(fast.chunk_bytes(), 8u << 20);
+  ChunkTuner slow(auto_config());
+  feed(slow, 1e6, nanoseconds{0}, 20);
+  EXPECT_EQ(slow.chunk_bytes(), 64u << 10);
+  ChunkTuner delayed(auto_config());
+  feed(delayed, 1e9, nanoseconds{0}, 100, std::chrono::seconds(1));
+  EXPECT_EQ(delayed.window_chunks(), 64u);
+}
+
+TEST(ChunkTuner, FixedValuesNeverMove) {
+  ChunkTunerConfig c = auto_config();
+  c.auto_chunk = false;
+  c.auto_window = false;
+  ChunkTuner t(c);
+  feed(t, 125e6, nanoseconds{0}, 100, std::chrono::milliseconds(5));
+  EXPECT_EQ(t.chunk_bytes(), 256u << 10);
+  EXPECT_EQ(t.window_chunks(), 2u);
+  // Each auto on its own: the other stays fixed.
+  c.auto_chunk = true;
+  ChunkTuner only_chunk(c);
+  feed(only_chunk, 125e6, nanoseconds{0}, 100, std::chrono::milliseconds(5));
+  EXPECT_EQ(only_chunk.chunk_bytes(), 64u << 10);
+  EXPECT_EQ(only_chunk.window_chunks(), 2u);
+}
+
+// SendQueue with the tuner: chunks popped from a long message shrink once the completions show a
+// 1 Gbit/s link; with fixed values (the counter-check) they keep their size.
+std::vector<std::uint64_t> chunk_lengths(bool auto_tune) {
+  nanoseconds clock{0};
+  SendQueueConfig c;
+  c.chunk_bytes = 256 << 10;
+  c.window_chunks = 2;
+  c.auto_chunk = auto_tune;
+  c.auto_window = auto_tune;
+  c.clock = [&clock] { return clock; };
+  SendQueue q(c);
+  q.push(1, 7, 0, 16 << 20);
+  q.push(1, 8, 0, 1 << 20, /*whole=*/true);  // an inline message: never cut
+  std::vector<std::uint64_t> lengths;
+  std::vector<Chunk> in_flight;
+  for (int guard = 0; guard < 100000 && (!q.empty() || !in_flight.empty()); ++guard) {
+    while (auto chunk = q.pop({})) in_flight.push_back(*chunk);
+    if (in_flight.empty()) break;
+    const Chunk done = in_flight.front();
+    in_flight.erase(in_flight.begin());
+    clock += nanoseconds(static_cast<std::int64_t>(static_cast<double>(done.length) / 125e6 * 1e9));
+    q.on_chunk_done(done);
+    lengths.push_back(done.length);
+  }
+  return lengths;
+}
+
+TEST(SendQueueTuned, ChunksShrinkOnASlowLinkAndWholeMessagesStayWhole) {
+  const std::vector<std::uint64_t> tuned = chunk_lengths(true);
+  ASSERT_FALSE(tuned.empty());
+  EXPECT_EQ(tuned.front(), 256u << 10);
+  EXPECT_EQ(tuned[tuned.size() - 2], 64u << 10);                  // the long message's tail, tuned
+  EXPECT_EQ(tuned.back(), 1u << 20);                              // the whole message, one chunk
+  const std::vector<std::uint64_t> fixed = chunk_lengths(false);  // counter-check
+  for (std::size_t i = 0; i + 1 < fixed.size(); ++i) EXPECT_EQ(fixed[i], 256u << 10) << i;
+  EXPECT_EQ(fixed.back(), 1u << 20);
+}
+
+}  // namespace
+}  // namespace tictac::transport

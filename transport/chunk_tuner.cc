@@ -1,0 +1,73 @@
+#include "transport/chunk_tuner.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/check.h"
+
+namespace tictac::transport {
+
+ChunkTuner::ChunkTuner(ChunkTunerConfig config)
+    : config_(config), chunk_(config.chunk_bytes), window_(config.window_chunks) {
+  TICTAC_CHECK(config_.chunk_bytes > 0 && config_.window_chunks > 0,
+               "chunk and window must be positive");
+  TICTAC_CHECK(config_.min_chunk > 0 && config_.min_chunk <= config_.max_chunk, "bad chunk bounds");
+  TICTAC_CHECK(config_.min_window > 0 && config_.min_window <= config_.max_window,
+               "bad window bounds");
+}
+
+namespace {
+constexpr std::size_t kMaxSeen = 4096;
+}  // namespace
+
+void ChunkTuner::on_done(std::uint64_t bytes, std::uint64_t ahead_bytes, Time popped, Time done,
+                         bool busy_after) {
+  if (!config_.auto_chunk && !config_.auto_window) return;
+  if (seen_.size() < kMaxSeen)
+    seen_.push_back({std::max(Time{0}, done - popped), bytes + ahead_bytes});
+  if (have_last_ && last_busy_ && done >= last_done_) {
+    acc_time_ += done - last_done_;
+    acc_bytes_ += bytes;
+    ++acc_chunks_;
+  }
+  have_last_ = true;
+  last_busy_ = busy_after;
+  last_done_ = done;
+  if (acc_chunks_ >= config_.sample_chunks && acc_time_ >= config_.sample_period) finish_sample();
+}
+
+void ChunkTuner::finish_sample() {
+  const double seconds = std::chrono::duration<double>(acc_time_).count();
+  const double sample_rate = static_cast<double>(acc_bytes_) / seconds;
+  rate_ = samples_ == 0 ? sample_rate : (rate_ + sample_rate) / 2;
+  double delay_s = 1e9;
+  for (const Seen& x : seen_) {
+    const double own =
+        std::chrono::duration<double>(x.latency).count() - static_cast<double>(x.through) / rate_;
+    delay_s = std::min(delay_s, std::max(0.0, own));
+  }
+  base_ = std::chrono::duration_cast<Time>(std::chrono::duration<double>(delay_s));
+  ++samples_;
+  acc_bytes_ = 0;
+  acc_time_ = Time{0};
+  acc_chunks_ = 0;
+  seen_.clear();
+
+  if (config_.auto_chunk) {
+    const double ideal = rate_ * std::chrono::duration<double>(config_.target).count();
+    if (ideal >= static_cast<double>(chunk_) * 2 || ideal <= static_cast<double>(chunk_) / 2) {
+      // Nearest power of two in log scale.
+      const double lg = std::round(std::log2(std::max(ideal, 1.0)));
+      const double pow2 = std::ldexp(1.0, static_cast<int>(std::min(lg, 62.0)));
+      chunk_ = std::clamp(static_cast<std::uint64_t>(pow2), config_.min_chunk, config_.max_chunk);
+    }
+  }
+  if (config_.auto_window) {
+    const double chunk_s = static_cast<double>(chunk_) / rate_;
+    const double w = 1 + std::ceil(delay_s / chunk_s);
+    window_ = static_cast<std::uint32_t>(std::clamp(w, static_cast<double>(config_.min_window),
+                                                    static_cast<double>(config_.max_window)));
+  }
+}
+
+}  // namespace tictac::transport
