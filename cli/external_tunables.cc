@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/tunables.h"
+#include "integration/group/collective_scheduler.h"
 #include "integration/group/ring.h"
 
 namespace tictac::cli {
@@ -18,6 +19,10 @@ namespace {
       {"TICTAC_RING_CHUNK_BYTES", std::to_string(group::kRingChunkBytes),
        "ring collectives (allreduce, reduce-scatter, allgather of the torch backend): bytes per "
        "pipelined chunk of each rank's block (at most 32 chunks a block)"},
+      {"TICTAC_COLL_CONCURRENCY", std::to_string(group::CollectiveScheduler::kDefaultConcurrency),
+       "torch backend (collective_scheduler.cc): collectives with a priority that may run at once "
+       "per process group (a high-priority all-reduce overtakes a big low-priority one "
+       "mid-ring); 1 = one at a time in call order"},
       {"TICTAC_LISTEN_ADDR", "\"\"",
        "process groups (listen_address.cc): address this rank listens on (host, host:port or "
        "tcp://host:port); empty = the interface that routes to MASTER_ADDR, else 127.0.0.1"},

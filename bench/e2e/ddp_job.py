@@ -92,6 +92,12 @@ def main(argv=None) -> int:
         t1 = time.perf_counter()
         recs.append({"rank": rank, "worker": me, "iter": it, "warmup": it < a.warmup, "iter_ms": ms(t1),
                      "mode": a.mode, "policy": a.variant, "compute": comp, "pulls": [], "pushes": []})
+        if ordered:
+            # ms this iteration's forward waited for each bucket's all-reduce (diagnostics).
+            recs[-1]["bucket_wait_ms"] = {str(k): round(v, 1) for k, v in ddp.wait_ms.items() if v > 0}
+            recs[-1]["bucket_mb"] = {str(b.index): round(sum(p.numel() * p.element_size() for p in b.params) / 1e6, 1)
+                                     for b in ddp._buckets or ()} if it == 0 else {}
+            ddp.wait_ms.clear()
         if not ordered:
             # Iterations aligned across workers, as the PS jobs' are by the pulls. Not for
             # ordered_ddp: a barrier queues behind the iteration's all-reduces and would remove

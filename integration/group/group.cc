@@ -32,6 +32,14 @@ transport::MemoryRegion host_region(const void* data, std::size_t bytes) {
 
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
+// This thread's SeqScope: the group, the collective's ticket, the sequence numbers taken.
+struct ActiveScope {
+  const void* group = nullptr;
+  std::uint64_t ticket = 0;
+  int used = 0;
+};
+thread_local ActiveScope t_scope;
+
 }  // namespace
 
 Group::Group(GroupOptions options, std::unique_ptr<transport::Context> context)
@@ -156,11 +164,25 @@ void Group::end_batch() { context_->end_batch(); }
 
 void Group::cancel(transport::RequestId id) { context_->cancel(id); }
 
+std::uint64_t Group::next_collective_seq() {
+  if (t_scope.group != this) return collective_seq_++;
+  TICTAC_CHECK(t_scope.used < kScopedSeqCalls,
+               "a collective under one SeqScope took more than 256 sequence numbers");
+  return scoped_seq(t_scope.ticket, t_scope.used++);
+}
+
+Group::SeqScope::SeqScope(Group& group, std::uint64_t ticket) {
+  TICTAC_CHECK(t_scope.group == nullptr, "Group::SeqScope nested on one thread");
+  t_scope = ActiveScope{&group, ticket, 0};
+}
+
+Group::SeqScope::~SeqScope() { t_scope = ActiveScope{}; }
+
 Status Group::barrier(transport::Priority priority) {
-  const std::uint64_t seq = collective_seq_++;
+  const std::uint64_t seq = next_collective_seq();
   int step = 0;
   for (int k = 1; k < size(); k *= 2, ++step) {
-    Flow f(*this, "barrier #" + std::to_string(seq), priority);
+    Flow f(*this, "barrier #" + seq_text(seq), priority);
     f.send(0, mod(rank() + k, size()), collective_tag(seq, step), nullptr, 0);
     f.recv(0, mod(rank() - k, size()), collective_tag(seq, step), nullptr, 0);
     TICTAC_RETURN_IF_ERROR(f.wait_all());
@@ -173,9 +195,9 @@ Status Group::broadcast(void* data, std::size_t bytes, int root, transport::Prio
     return invalid_argument("broadcast root " + std::to_string(root) + " is outside a group of " +
                             std::to_string(size()));
   }
-  const std::uint64_t seq = collective_seq_++;
+  const std::uint64_t seq = next_collective_seq();
   if (size() == 1) return Status::Ok();
-  Flow f(*this, "broadcast #" + std::to_string(seq) + " from rank " + std::to_string(root),
+  Flow f(*this, "broadcast #" + seq_text(seq) + " from rank " + std::to_string(root),
          priority);
   if (rank() == root) {
     for (int r = 0; r < size(); ++r) {
@@ -194,11 +216,11 @@ Status Group::allreduce(void* data, std::size_t count, std::size_t elem_size,
 
 Status Group::allgather(const void* in, std::size_t bytes, void* out,
                         transport::Priority priority) {
-  const std::uint64_t seq = collective_seq_++;
+  const std::uint64_t seq = next_collective_seq();
   auto* dst = static_cast<std::byte*>(out);
   if (bytes > 0) std::memmove(dst + static_cast<std::size_t>(rank()) * bytes, in, bytes);
   if (size() == 1) return Status::Ok();
-  Flow f(*this, "allgather #" + std::to_string(seq), priority);
+  Flow f(*this, "allgather #" + seq_text(seq), priority);
   for (int k = 1; k < size(); ++k) {
     const int to = mod(rank() + k, size());
     const int from = mod(rank() - k, size());

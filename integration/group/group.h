@@ -11,9 +11,10 @@
 // arrive in send order. recv from kAnyRank reports the source rank. A dead peer fails every
 // pending and later request on it with connection_lost naming the rank.
 // Collectives: every rank calls the same collectives in the same order, from one thread at a
-// time (the adapter's collective thread). They block until done or the group timeout, and on a
-// timeout or peer failure cancel what they posted and return an error naming the ranks
-// involved; buffers are never touched after they return.
+// time (the adapter's collective thread), or from several threads at once when each runs
+// under a SeqScope with the collective's ticket (collective_scheduler.h). They block until
+// done or the group timeout, and on a timeout or peer failure cancel what they posted and
+// return an error naming the ranks involved; buffers are never touched after they return.
 // Buffers: the caller keeps them alive until `done` fires (p2p) or the call returns.
 #pragma once
 
@@ -116,9 +117,22 @@ class Group {
   Status allgather(const void* in, std::size_t bytes, void* out,
                    transport::Priority priority = kCollectivePriority);
 
-  // The sequence number of the next collective (its tags); collective thread only. Every
-  // collective takes exactly one or more, the same on every rank.
-  std::uint64_t next_collective_seq() { return collective_seq_++; }
+  // The sequence number of the next collective (its tags). Every collective takes one or more,
+  // the same on every rank. Inside a SeqScope on this thread the numbers derive from the scope's
+  // ticket (scope.h: kScopedSeqBit | ticket << 8 | i for the scope's i-th, at most 256), so
+  // collectives running on several threads at once take the same numbers on every rank;
+  // outside one they come from the group's own counter (one collective thread at a time).
+  std::uint64_t next_collective_seq();
+
+  // Marks this thread as running the collective that every rank gave `ticket` (its index in the
+  // group's posting order, collective_scheduler.h) until destroyed. One per thread at a time.
+  class SeqScope {
+   public:
+    SeqScope(Group& group, std::uint64_t ticket);
+    ~SeqScope();
+    SeqScope(const SeqScope&) = delete;
+    SeqScope& operator=(const SeqScope&) = delete;
+  };
 
   // Cancels everything pending and closes connections; idempotent.
   void close();

@@ -47,7 +47,7 @@ class Ring {
         n_(g.size()),
         r_(g.rank()),
         seq_(g.next_collective_seq()),
-        flow_(g, what + " #" + std::to_string(seq_), priority) {
+        flow_(g, what + " #" + seq_text(seq_), priority) {
     const std::size_t max_bytes = blocks.max_len() * elem;
     const int steps = 2 * (n_ - 1);
     const int tag_limit = std::max(1, (kMaxCollectiveSteps - 1) / std::max(1, steps));

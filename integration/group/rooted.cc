@@ -40,7 +40,7 @@ Status reduce(Group& g, void* data, std::size_t count, std::size_t elem_size,
       ring_reduce_scatter(g, data, blocks, elem_size, reduce_fn, priority, "reduce"));
   const std::uint64_t seq = g.next_collective_seq();
   if (g.size() == 1) return Status::Ok();
-  Flow f(g, "reduce #" + std::to_string(seq) + " to rank " + std::to_string(root), priority);
+  Flow f(g, "reduce #" + seq_text(seq) + " to rank " + std::to_string(root), priority);
   auto* bytes = static_cast<std::byte*>(data);
   const auto at = [&](int r) {
     return bytes + blocks.begin[static_cast<std::size_t>(r)] * elem_size;
@@ -61,7 +61,7 @@ Status gather(Group& g, const void* in, std::size_t in_bytes, void* out,
   TICTAC_RETURN_IF_ERROR(check_root(g, root, "gather"));
   if (g.rank() == root) TICTAC_RETURN_IF_ERROR(check_sizes(g, bytes, "gather: the size list"));
   const std::uint64_t seq = g.next_collective_seq();
-  Flow f(g, "gather #" + std::to_string(seq) + " to rank " + std::to_string(root), priority);
+  Flow f(g, "gather #" + seq_text(seq) + " to rank " + std::to_string(root), priority);
   if (g.rank() != root) {
     f.send(0, root, collective_tag(seq, 0), in, in_bytes);
     return f.wait_all();
@@ -89,7 +89,7 @@ Status scatter(Group& g, const void* in, const std::vector<std::size_t>& bytes, 
   TICTAC_RETURN_IF_ERROR(check_root(g, root, "scatter"));
   if (g.rank() == root) TICTAC_RETURN_IF_ERROR(check_sizes(g, bytes, "scatter: the size list"));
   const std::uint64_t seq = g.next_collective_seq();
-  Flow f(g, "scatter #" + std::to_string(seq) + " from rank " + std::to_string(root), priority);
+  Flow f(g, "scatter #" + seq_text(seq) + " from rank " + std::to_string(root), priority);
   if (g.rank() != root) {
     f.recv(0, root, collective_tag(seq, 0), out, out_bytes);
     return f.wait_all();
@@ -129,7 +129,7 @@ Status alltoallv(Group& g, const void* in, const std::vector<std::size_t>& send_
   const auto* src = static_cast<const std::byte*>(in);
   auto* dst = static_cast<std::byte*>(out);
   copy(dst + recv_offset[me], src + send_offset[me], send_bytes[me]);
-  Flow f(g, "alltoall #" + std::to_string(seq), priority);
+  Flow f(g, "alltoall #" + seq_text(seq), priority);
   // Start with the right neighbour so that not every rank sends to rank 0 first.
   for (int k = 1; k < g.size(); ++k) {
     const auto to = static_cast<std::size_t>((g.rank() + k) % g.size());

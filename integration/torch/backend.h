@@ -1,7 +1,7 @@
 // TicTacBackend: the "tictac" c10d backend. A c10d::Backend over a tictac::group::Group: p2p
 // sends leave in the priority the scheduler installed for their tag (or the calling thread's
-// `with tictac.torch.priority(p)` override), collectives run on one collective thread (their
-// sends ahead of parameter transfers unless the calling thread set an override), and every
+// `with tictac.torch.priority(p)` override), collectives run on the group's collective threads
+// (their sends ahead of parameter transfers unless the calling thread set an override), and every
 // Work completes on a completion thread (never the transport's loop thread), so future
 // callbacks may block.
 // Tensors: CPU tensors move straight from/into their storage (contiguous only). CUDA tensors in
@@ -12,6 +12,12 @@
 // Without a usable GPU a CUDA tensor raises DistBackendError "CUDA not viable: <reason>".
 // Errors: a dead peer raises torch.distributed.DistNetworkError naming the rank; a timeout in
 // Work.wait() cancels the transfer and raises DistBackendError naming op, peer and time.
+// Collective threads (group::CollectiveScheduler): a collective posted with a priority override
+// (not a barrier, no tensor storage shared with a running one) may run alongside others of the
+// kind, up to TICTAC_COLL_CONCURRENCY (default 4) at once, so a later high-priority all-reduce
+// overtakes a big low-priority one mid-ring; each such Work completes when its own collective
+// does (completion order may differ from call order). Every other collective runs alone, in
+// call order, after everything posted before it (the one-collective-thread semantics).
 // Thread safety: like every c10d backend, ops may be called from any thread.
 #pragma once
 
@@ -21,10 +27,12 @@
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "integration/group/collective_scheduler.h"
 #include "integration/group/group.h"
 #include "integration/group/serial_executor.h"
 
@@ -139,7 +147,14 @@ class TicTacBackend : public c10d::Backend {
 
   std::chrono::milliseconds timeout_;
   std::unique_ptr<group::Group> group_;
-  std::unique_ptr<group::SerialExecutor> collectives_;
+  // Storages of the tensors of posted, unfinished concurrent collectives (a collective touching
+  // one of them runs as a fence instead, so ops on one tensor never overlap).
+  bool claim_storages(const std::vector<const void*>& storages);
+  void release_storages(const std::vector<const void*>& storages);
+
+  std::unique_ptr<group::CollectiveScheduler> collectives_;
+  std::mutex busy_mu_;
+  std::unordered_map<const void*, int> busy_storages_;  // guarded by busy_mu_
   std::unique_ptr<group::SerialExecutor> completions_;
 };
 

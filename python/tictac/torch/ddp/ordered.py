@@ -11,9 +11,11 @@ What it does (ByteScheduler / P3's idea, with the order from TicTac's policies):
 - Gradients are all-reduced in buckets of parameters that are consecutive in the policy's order
   (tic / tac from the traced graph, layer = recorded execution order, fifo = declaration order),
   each at its bucket's priority (the position of its first parameter in that order: the
-  parameters the next forward pass needs first are sent first; on the tictac backend a queued
-  high-priority chunk goes before lower ones). Buckets are launched in one fixed order on every
-  rank (reverse policy order, as backward produces them), so collectives always match.
+  parameters the next forward pass needs first are sent first; on the tictac backend the
+  prioritised all-reduces run concurrently, TICTAC_COLL_CONCURRENCY, and a queued high-priority
+  chunk goes before lower ones, so a later bucket overtakes a big earlier one mid-ring). Buckets
+  are launched in one fixed order on every rank (reverse policy order, as backward produces
+  them), so collectives always match.
 - ``optimizer.step()`` does not block: each bucket's update is applied when the next forward
   pass reaches the first module that owns one of its parameters (a forward pre-hook waits for
   that bucket's all-reduce only), so the next forward overlaps the tail of this iteration's
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from typing import Any, Dict, List, Optional
 
 import torch
@@ -85,6 +88,7 @@ class OrderedDDP(nn.Module):
         self._owned: Dict[nn.Module, List[Bucket]] = {}
         self.order: List[str] = []
         self.stats = {"launched": 0, "applied_in_forward": 0, "applied_eagerly": 0}
+        self.wait_ms: Dict[int, float] = {}  # bucket index -> ms spent waiting for its all-reduce
         with torch.no_grad():
             for t in list(module.parameters()) + list(module.buffers()):
                 dist.broadcast(t, src=self._src, group=group)
@@ -204,6 +208,12 @@ class OrderedDDP(nn.Module):
     def _apply(self, b: Bucket) -> bool:
         if not b.pending:
             return False
+        if b.work is not None:
+            t0 = time.perf_counter()
+            b.work.wait()
+            # Where the next forward waits for communication (diagnostics: bench/e2e logs it).
+            waited = (time.perf_counter() - t0) * 1e3
+            self.wait_ms[b.index] = self.wait_ms.get(b.index, 0.0) + waited
         grads = reduced_grads(b, self._world)
         self._optims[b.index].step(grads)
         b.pending = False
