@@ -32,7 +32,9 @@ std::string describe(Api& api) {
       continue;
     }
     out += "stream memory operations ";
-    out += caps->stream_mem_ops ? "yes" : "unsupported (event fallback)";
+    out += !caps->stream_mem_ops        ? "unsupported (event fallback)"
+           : caps->lazy_module_loading ? "yes, but lazy module loading is on (event fallback; CUDA_MODULE_LOADING=EAGER)"
+                                       : "yes";
     out += ", dma-buf ";
     out += caps->dma_buf ? "yes" : "no";
     out += ", GPUDirect RDMA ";

@@ -58,6 +58,11 @@ struct DeviceCaps {
   bool can_flush_remote_writes = false;  // CU_STREAM_WAIT_VALUE_FLUSH supported
   bool dma_buf = false;                 // cuMemGetHandleForAddressRange(DMA_BUF_FD) supported
   bool gpudirect_rdma = false;          // CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED
+  // CUDA's lazy module loading is on for this process (cuModuleGetLoadingMode; CUDA_MODULE_LOADING
+  // =LAZY is the default since CUDA 12.2). Then the first launch of a kernel while any stream waits
+  // on a stream memory operation blocks in the driver, holding the context lock, until that wait
+  // ends: seen on an H200 (driver 580), where it deadlocked the copy meant to end the wait.
+  bool lazy_module_loading = false;
 };
 
 class Api {

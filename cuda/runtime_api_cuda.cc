@@ -38,6 +38,7 @@ struct DriverTable {
   decltype(&::cuPointerGetAttributes) pointer_attributes = nullptr;
   decltype(&::cuStreamWaitValue32) wait_value32 = nullptr;
   decltype(&::cuMemGetHandleForAddressRange) range_handle = nullptr;
+  decltype(&::cuModuleGetLoadingMode) loading_mode = nullptr;
 };
 
 template <typename Fn>
@@ -93,6 +94,9 @@ class RuntimeApi final : public Api {
     caps.can_flush_remote_writes = attribute(dev, CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES);
     caps.dma_buf = drv_.range_handle != nullptr && attribute(dev, CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED);
     caps.gpudirect_rdma = attribute(dev, CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED);
+    CUmoduleLoadingMode loading = CU_MODULE_EAGER_LOADING;
+    caps.lazy_module_loading = drv_.loading_mode != nullptr && drv_.loading_mode(&loading) == CUDA_SUCCESS &&
+                               loading == CU_MODULE_LAZY_LOADING;
     return caps;
   }
 
@@ -281,6 +285,7 @@ std::unique_ptr<Api> open_runtime_api() {
   resolve("cuPointerGetAttributes", &table.pointer_attributes);
   resolve("cuStreamWaitValue32", &table.wait_value32);
   resolve("cuMemGetHandleForAddressRange", &table.range_handle);
+  resolve("cuModuleGetLoadingMode", &table.loading_mode);
   if (table.device_get == nullptr || table.device_attribute == nullptr || table.pointer_attributes == nullptr) {
     return make_unavailable_api(not_viable(
         "the driver does not offer cuDeviceGet/cuDeviceGetAttribute/cuPointerGetAttributes at the CUDA 12.0 "

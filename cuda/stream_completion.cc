@@ -13,8 +13,10 @@ const IntTunable kStreamFlags{"TICTAC_CUDA_STREAM_FLAGS", 1024,
 const DurationTunable kArrivalTimeout{"TICTAC_CUDA_ARRIVAL_TIMEOUT", std::chrono::seconds(60),
                                       "a stream waiting for an arrival is released with an error after this",
                                       "60s"};
-const BoolTunable kStreamMemOps{"TICTAC_CUDA_STREAM_MEM_OPS", true,
-                                "0 forces the event fallback instead of cuStreamWaitValue32"};
+const StringTunable kStreamMemOps{
+    "TICTAC_CUDA_STREAM_MEM_OPS", "auto",
+    "auto: cuStreamWaitValue32 unless CUDA's lazy module loading is on (then the event fallback); "
+    "1: stream waits even under lazy loading; 0: always the event fallback"};
 
 }  // namespace
 
@@ -28,12 +30,18 @@ Result<StreamCompletionOptions> StreamCompletionOptions::from_env(int device) {
   Result<std::chrono::nanoseconds> timeout = kArrivalTimeout.get();
   if (!timeout.ok()) return timeout.status();
   o.timeout = *timeout;
-  Result<bool> mem_ops = kStreamMemOps.get();
+  Result<std::string> mem_ops = kStreamMemOps.get();
   if (!mem_ops.ok()) return mem_ops.status();
-  o.allow_stream_mem_ops = *mem_ops;
+  if (*mem_ops == "0") {
+    o.allow_stream_mem_ops = false;
+  } else if (*mem_ops == "1") {
+    o.force_stream_mem_ops = true;
+  } else if (*mem_ops != "auto") {
+    return invalid_argument("TICTAC_CUDA_STREAM_MEM_OPS must be auto, 1 or 0, got \"" + *mem_ops + "\"");
+  }
   TICTAC_LOG(debug) << "CUDA stream completion: " << o.max_outstanding << " flags, timeout "
                     << std::chrono::duration<double>(o.timeout).count() << " s, stream memory operations "
-                    << (o.allow_stream_mem_ops ? "allowed" : "disabled");
+                    << (!o.allow_stream_mem_ops ? "disabled" : o.force_stream_mem_ops ? "forced" : "auto");
   return o;
 }
 
@@ -51,7 +59,8 @@ Result<std::unique_ptr<StreamCompletion>> StreamCompletion::create(Api& api, Eve
   Result<DeviceCaps> caps = api.device_caps(options.device);
   if (!caps.ok()) return caps.status();
   TICTAC_RETURN_IF_ERROR(api.use_device(options.device));
-  const bool mem_ops = caps->stream_mem_ops && options.allow_stream_mem_ops;
+  const bool lazy_blocks = caps->lazy_module_loading && !options.force_stream_mem_ops;
+  const bool mem_ops = caps->stream_mem_ops && options.allow_stream_mem_ops && !lazy_blocks;
   std::unique_ptr<StreamCompletion> sc(new StreamCompletion(
       api, events, options, mem_ops ? ArrivalMode::stream_wait : ArrivalMode::event_after_completion));
   if (mem_ops) {
@@ -60,8 +69,15 @@ Result<std::unique_ptr<StreamCompletion>> StreamCompletion::create(Api& api, Eve
     sc->flags_ = std::move(*flags);
     sc->flush_ = options.flush_remote_writes && caps->can_flush_remote_writes;
   } else {
-    TICTAC_LOG(info) << "CUDA device " << options.device << ": stream waits use the event fallback ("
-                     << (caps->stream_mem_ops ? "TICTAC_CUDA_STREAM_MEM_OPS=0" : "stream memory operations unsupported")
+    const char* why = !caps->stream_mem_ops          ? "stream memory operations unsupported"
+                      : !options.allow_stream_mem_ops ? "TICTAC_CUDA_STREAM_MEM_OPS=0"
+                                                      : "CUDA lazy module loading is on (CUDA_MODULE_LOADING=LAZY, the "
+                                                        "default since CUDA 12.2): a kernel's first launch behind a stream "
+                                                        "wait would block in the driver and can deadlock the arrival; set "
+                                                        "CUDA_MODULE_LOADING=EAGER before CUDA initialises to get stream "
+                                                        "waits, or TICTAC_CUDA_STREAM_MEM_OPS=1 if every kernel is loaded "
+                                                        "before its first wait";
+    TICTAC_LOG(info) << "CUDA device " << options.device << ": stream waits use the event fallback (" << why
                      << "); consumers are ordered only after the completion callback";
     if (sc->side_stream_ == nullptr) {
       Result<Stream> s = api.create_stream();

@@ -18,7 +18,8 @@
 //                             a consumer kernel may read the error word (FlagPool) to detect it. The
 //                             flag is retired (never reused) and the failure is returned so the
 //                             caller marks the endpoint failed and fails the request.
-// Fallback (mode event_after_completion, no stream memory operations, or
+// Fallback (mode event_after_completion: no stream memory operations, lazy module loading in
+// effect (DeviceCaps::lazy_module_loading; TICTAC_CUDA_STREAM_MEM_OPS=1 overrides), or
 // TICTAC_CUDA_STREAM_MEM_OPS=0): wait_on_stream enqueues nothing (a stream cannot wait on an
 // event that is not yet recorded); complete() records a pooled event on the side stream (after
 // any staging copies queued there) and makes the consumer stream wait on it. Only work enqueued
@@ -53,7 +54,10 @@ struct StreamCompletionOptions {
   int device = 0;
   std::size_t max_outstanding = 1024;  // flags in the pool (TICTAC_CUDA_STREAM_FLAGS)
   std::chrono::nanoseconds timeout = std::chrono::seconds(60);  // TICTAC_CUDA_ARRIVAL_TIMEOUT
-  bool allow_stream_mem_ops = true;  // TICTAC_CUDA_STREAM_MEM_OPS
+  bool allow_stream_mem_ops = true;   // TICTAC_CUDA_STREAM_MEM_OPS=0 clears it
+  // Stream waits even under lazy module loading (TICTAC_CUDA_STREAM_MEM_OPS=1): safe only when
+  // every kernel launched while a wait is pending has been launched (loaded) before.
+  bool force_stream_mem_ops = false;
   bool flush_remote_writes = false;  // add CU_STREAM_WAIT_VALUE_FLUSH where the device needs it
   std::uint32_t initial_sequence = 0;
   Stream side_stream = nullptr;  // fallback: where completion events are recorded; null: own one

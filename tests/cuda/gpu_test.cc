@@ -125,9 +125,15 @@ class Gpu : public ::testing::Test {
                             static_cast<cudaStream_t>(side)));
     ASSERT_TRUE(drained(side));
   }
+  // Stream waits in effect: the device has them and lazy module loading is off (meson runs this
+  // binary with CUDA_MODULE_LOADING=EAGER; under LAZY the completion picks the event fallback).
   bool mem_ops() {
     Result<DeviceCaps> caps = g_api->device_caps(0);
-    return caps.ok() && caps->stream_mem_ops;
+    return caps.ok() && caps->stream_mem_ops && !caps->lazy_module_loading;
+  }
+  bool lazy_loading() {
+    Result<DeviceCaps> caps = g_api->device_caps(0);
+    return caps.ok() && caps->lazy_module_loading;
   }
 
   std::unique_ptr<EventPool> events;
@@ -216,6 +222,36 @@ TEST_F(Gpu, EventFallbackOrdersWorkEnqueuedAfterCompletion) {
   Result<ArrivalTicket> t = sc->wait_on_stream(consumer, Clock::now());
   ASSERT_TRUE(t.ok());
   const std::vector<std::uint32_t> data = pattern(n, 3);
+  arrive(dst, data);
+  ASSERT_TRUE(sc->complete(*t).ok());
+  consume(dst, out, n, consumer);
+  ASSERT_TRUE(drained(consumer));
+  EXPECT_EQ(download(out, n), data);
+}
+
+// Under lazy module loading a kernel's first launch while a stream waits on a stream memory
+// operation blocks in the driver (holding the context lock) until the wait ends: on an H200 it
+// deadlocked the copy that was to end it. The default completion must then use the event
+// fallback, so a fresh kernel launched while an arrival is pending returns at once.
+// Run by meson as cuda_gpu_lazy (CUDA_MODULE_LOADING=LAZY, this test and the fallback's).
+TEST_F(Gpu, LazyModuleLoadingUsesTheEventFallbackAndLaunchesDoNotBlock) {
+  if (!lazy_loading()) GTEST_SKIP() << "lazy module loading is off (CUDA_MODULE_LOADING=EAGER)";
+  make_completion(StreamCompletionOptions{});
+  ASSERT_EQ(sc->mode(), ArrivalMode::event_after_completion);
+  constexpr std::size_t n = 4096;
+  void* dst = device_alloc(n * 4);
+  void* out = device_alloc(n * 4);
+  void* scratch = device_alloc(n * 4);
+  Result<ArrivalTicket> t = sc->wait_on_stream(consumer, Clock::now());
+  ASSERT_TRUE(t.ok());
+  EXPECT_FALSE(t->stream_waits);
+  // The process's first launch of the consumer kernel (this test runs alone in cuda_gpu_lazy),
+  // on another stream while the arrival is pending.
+  const Clock::time_point before = Clock::now();
+  consume(dst, scratch, n, side);
+  EXPECT_LT(Clock::now() - before, kLimit);
+  ASSERT_TRUE(drained(side));
+  const std::vector<std::uint32_t> data = pattern(n, 5);
   arrive(dst, data);
   ASSERT_TRUE(sc->complete(*t).ok());
   consume(dst, out, n, consumer);

@@ -79,7 +79,7 @@ class GpuTransport : public ::testing::Test {
     ASSERT_EQ(cudaStreamCreateWithFlags(&consumer_, cudaStreamNonBlocking), cudaSuccess);
     Result<cuda::DeviceCaps> caps = g_api->device_caps(0);
     ASSERT_TRUE(caps.ok());
-    stream_waits_ = caps->stream_mem_ops;
+    stream_waits_ = caps->stream_mem_ops && !caps->lazy_module_loading;
   }
   void TearDown() override {
     if (tx_) tx_->join();

@@ -274,6 +274,28 @@ TEST_F(StreamCompletionTest, FlushIsRequestedOnlyWhenAskedAndSupported) {
   EXPECT_EQ(std::count(api.calls().begin(), api.calls().end(), "wait_value32+flush"), 1);
 }
 
+// Lazy module loading (seen deadlocking a first kernel launch behind a stream wait on an H200)
+// selects the event fallback unless stream waits are forced; the counter-check is the forced run.
+TEST_F(StreamCompletionTest, LazyModuleLoadingSelectsTheEventFallbackUnlessForced) {
+  DeviceCaps caps;
+  caps.stream_mem_ops = true;
+  caps.lazy_module_loading = true;
+  api.set_caps(caps);
+  make(small(2));
+  EXPECT_EQ(sc->mode(), ArrivalMode::event_after_completion);
+  EXPECT_EQ(sc->flags(), nullptr);
+  EXPECT_FALSE(wait(stream()).stream_waits);
+  EXPECT_EQ(std::count(api.calls().begin(), api.calls().end(), "wait_value32"), 0);
+  sc->fail_all(Status(StatusCode::cancelled, "next case"));
+  sc.reset();
+  StreamCompletionOptions forced = small(2);
+  forced.force_stream_mem_ops = true;
+  make(forced);
+  EXPECT_EQ(sc->mode(), ArrivalMode::stream_wait);
+  EXPECT_TRUE(wait(stream()).stream_waits);
+  EXPECT_EQ(std::count(api.calls().begin(), api.calls().end(), "wait_value32"), 1);
+}
+
 TEST_F(StreamCompletionTest, EventFallbackOrdersTheConsumerAfterCompletion) {
   DeviceCaps caps;
   caps.stream_mem_ops = false;
@@ -370,6 +392,17 @@ TEST(StreamCompletionOptions, FromEnvironment) {
   ASSERT_TRUE(def.ok());
   EXPECT_EQ(def->max_outstanding, 1024u);
   EXPECT_TRUE(def->allow_stream_mem_ops);
+  EXPECT_FALSE(def->force_stream_mem_ops);
+  ::setenv("TICTAC_CUDA_STREAM_MEM_OPS", "1", 1);
+  Result<StreamCompletionOptions> forced = StreamCompletionOptions::from_env(0);
+  ASSERT_TRUE(forced.ok());
+  EXPECT_TRUE(forced->allow_stream_mem_ops);
+  EXPECT_TRUE(forced->force_stream_mem_ops);
+  ::setenv("TICTAC_CUDA_STREAM_MEM_OPS", "sometimes", 1);
+  Result<StreamCompletionOptions> wrong = StreamCompletionOptions::from_env(0);
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.status().message().find("TICTAC_CUDA_STREAM_MEM_OPS"), std::string::npos);
+  ::unsetenv("TICTAC_CUDA_STREAM_MEM_OPS");
 }
 
 }  // namespace
