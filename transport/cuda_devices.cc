@@ -52,6 +52,9 @@ Result<CudaDevice*> CudaDevices::prepare(int device) {
   Result<std::unique_ptr<cuda::StreamCompletion>> arrivals = cuda::StreamCompletion::create(api, *d->events, *co);
   if (!arrivals.ok()) return arrivals.status().with_context(where);
   d->arrivals = std::move(arrivals).value();
+  Result<std::size_t> shadow_cache = ShadowPool::cache_bytes_from_env();
+  if (!shadow_cache.ok()) return shadow_cache.status();
+  d->shadows = std::make_unique<ShadowPool>(*shadow_cache);
   CudaDevice* out = d.get();
   devices_.emplace(device, std::move(d));
   return out;

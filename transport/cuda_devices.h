@@ -23,6 +23,7 @@
 #include "cuda/send_gate.h"
 #include "cuda/staging_pool.h"
 #include "cuda/stream_completion.h"
+#include "transport/shadow_pool.h"
 
 namespace tictac::transport {
 
@@ -38,6 +39,8 @@ struct CudaDevice {
   std::unique_ptr<cuda::SendGate> gate;
   std::unique_ptr<cuda::StagingPool> staging;
   std::unique_ptr<cuda::StreamCompletion> arrivals;
+  // Host shadows of staged transfers, reused (loop thread only; not under `mutex`).
+  std::unique_ptr<ShadowPool> shadows;
 };
 
 class CudaDevices {

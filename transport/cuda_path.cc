@@ -122,14 +122,14 @@ void CudaPath::start(RequestId id, Entry& e) {
   e.deadline = Clock::now() + e.dev->arrival_timeout;
   tickets_[{e.dev, t->id}] = id;
   if (!e.staged && host_.has_unexpected(u.peer(), u.tag())) e.staged = true;
-  if (e.staged && u.length() > 0) e.shadow = std::make_unique_for_overwrite<std::byte[]>(u.length());
+  if (e.staged && u.length() > 0) e.shadow = e.dev->shadows->take(u.length());
   submit_inner_recv(id, e);
 }
 
 void CudaPath::start_copies(RequestId id, Entry& e) {
   e.total = e.user->length();
   if (e.total == 0) return ready_to_send(id, e);
-  e.shadow = std::make_unique_for_overwrite<std::byte[]>(e.total);
+  e.shadow = e.dev->shadows->take(e.total);
   e.phase = Phase::to_host;
   issue_copies(id, e);
 }
@@ -202,7 +202,7 @@ void CudaPath::submit_inner_recv(RequestId id, Entry& e) { submit_inner(id, e, R
 
 void CudaPath::submit_inner(RequestId id, Entry& e, RequestKind kind) {
   Request& u = *e.user;
-  std::byte* data = e.staged ? e.shadow.get() : u.data();
+  std::byte* data = e.staged ? e.shadow.data() : u.data();
   e.inner_id = next_inner_++;
   e.phase = Phase::inner;
   by_inner_[e.inner_id] = id;
@@ -254,7 +254,7 @@ Result<std::uint64_t> CudaPath::copy_piece(Entry& e, std::size_t n) {
   Result<cuda::StagingBuffer> b = staging.acquire();
   if (!b.ok()) return b.status();
   lock.unlock();  // the buffer is lent to this thread: fill it without holding up submitters
-  std::memcpy(b->host, e.shadow.get() + e.issued, n);
+  std::memcpy(b->host, e.shadow.data() + e.issued, n);
   lock.lock();
   Result<std::uint64_t> copy = staging.copy_to_device(*b, n, e.user->data() + e.issued, e.route.stream);
   if (!copy.ok()) (void)staging.release(*b);  // refused (harmlessly) when the copy was enqueued anyway
@@ -281,7 +281,7 @@ void CudaPath::on_copy_done(const cuda::StagingDone& done, CudaDevice* dev) {
                   e.user->peer());
   }
   if (lent) {
-    std::memcpy(e.shadow.get() + ref.offset, done.buffer.host, done.bytes);
+    std::memcpy(e.shadow.data() + ref.offset, done.buffer.host, done.bytes);
     Lock lock(dev->mutex);
     (void)dev->staging->release(done.buffer);
   }

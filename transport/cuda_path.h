@@ -137,7 +137,7 @@ class CudaPath {
     std::uint64_t gate_id = 0;
     std::optional<cuda::ArrivalTicket> ticket;  // receives, until released
     Clock::time_point deadline{};
-    std::unique_ptr<std::byte[]> shadow;
+    Shadow shadow;  // staged: the host copy of the message (from the device's ShadowPool)
     RequestId inner_id = 0;
     PeerId bound = kNoPeer;
     PeerId source = kNoPeer;
