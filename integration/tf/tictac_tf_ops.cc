@@ -304,6 +304,10 @@ void push_compute(void* kp, TF_OpKernelContext* ctx) {
   std::vector<TF_Tensor*> ins;
   Batch batch(*g);
   bool ok = true;
+  // One transport batch: the loop sees every send before the first chunk leaves, so the
+  // SendQueue orders them all by priority (posted one by one, the first one posted could start
+  // before a higher-priority one arrived; seen in CI as declaration order at step 0).
+  g->begin_batch();
   for (int i = 0; i < n; ++i) {
     TF_Tensor* in = nullptr;
     TF_GetInput(ctx, i, &in, st);
@@ -323,6 +327,7 @@ void push_compute(void* kp, TF_OpKernelContext* ctx) {
                static_cast<std::int32_t>(k->tags[static_cast<std::size_t>(i)]), TF_TensorData(in),
                TF_TensorByteSize(in), p[i]);
   }
+  g->end_batch();  // before waiting: the batch reaches the loop here
   Status s = batch.wait(op);
   if (ok && !s.ok()) fail(ctx, tf_code(s), s.message());
   for (TF_Tensor* t : ins) TF_DeleteTensor(t);
