@@ -1,9 +1,9 @@
 """A server rank of parameter-server training or inference.
 
-Per iteration it waits for every worker's ready message (the worker's receives are posted), then
-sends each parameter it owns to every worker: with send priorities as one transport batch in
+Per iteration, as each worker's ready message lands (the worker's receives are posted), it sends
+that worker each parameter it owns: with send priorities as one transport batch per worker in
 declaration order, each send at its position in that worker's policy order (the transport makes
-the order). In training it averages (or sums) the workers' gradients and steps a real
+the order); without them (gloo) after every worker is ready. In training it averages (or sums) the workers' gradients and steps a real
 torch.optim optimizer: per parameter as soon as its gradients have landed (update="eager"), or
 once over all of them (update="bulk"). See docs/ps-training.md.
 """
@@ -11,6 +11,7 @@ once over all of them (update="bulk"). See docs/ps-training.md.
 from __future__ import annotations
 
 import queue
+import time
 from typing import List
 
 import torch
@@ -79,15 +80,24 @@ class Server:
         t0 = now()
         st = ServerIterationStats(rank=ctx.rank, iter=it, t0_unix=to_unix(t0))
         # Every worker posts its receives, then says it is ready (both modes).
-        for w in self.workers:
-            flag = torch.zeros(1, dtype=torch.int64)
-            wait_work(ctx, dist.irecv(flag, src=w, tag=self.tags.ready), "receive of the ready message", w)
-            if int(flag.item()) != it:
-                raise RuntimeError(f"{ctx.who(ctx.rank)}: {ctx.who(w)} is at iteration {int(flag.item())}, "
-                                   f"expected {it}")
         sent = {info.index for info, *_ in self.pre_sent}
-        sends = self.pre_sent + self._send_params(it, [i for i in self.owned if i.index not in sent])
+        todo = [i for i in self.owned if i.index not in sent]
+        sends = self.pre_sent
         self.pre_sent = []
+        readies = [(w, torch.zeros(1, dtype=torch.int64)) for w in self.workers]
+        readies = [(w, flag, dist.irecv(flag, src=w, tag=self.tags.ready)) for w, flag in readies]
+        if self.prio.active:
+            # Each worker's sends go out as soon as that worker is ready (one transport batch per
+            # worker; the SendQueue orders them against what is already queued), not after the
+            # slowest worker's ready message.
+            for w in self._in_completion_order(readies, it):
+                sends = sends + self._send_params(it, todo, [w])
+        else:
+            # gloo baseline: no send priorities, so the only lever is posting every worker's sends
+            # interleaved by position once all are ready (as before).
+            for w, flag, work in readies:
+                self._check_ready(w, flag, work, it)
+            sends = sends + self._send_params(it, todo)
         recvs, masks = [], []
         if self.eager:
             return self._eager_rest(it, st, t0, sends)
@@ -128,6 +138,31 @@ class Server:
         st.iter_ms = ms(now(), t0)
         return st
 
+    def _check_ready(self, w: int, flag, work, it: int) -> None:
+        wait_work(self.ctx, work, "receive of the ready message", w)
+        if int(flag.item()) != it:
+            raise RuntimeError(f"{self.ctx.who(self.ctx.rank)}: {self.ctx.who(w)} is at iteration "
+                               f"{int(flag.item())}, expected {it}")
+
+    def _in_completion_order(self, readies, it: int):
+        """Yields each worker rank once its ready message has landed (checked), in the order
+        they land. Polls the posted receives; past the context's timeout the first one still
+        pending is waited for, which fails naming that worker."""
+        pending = list(readies)
+        deadline = now() + self.ctx.timeout
+        while pending:
+            landed = [r for r in pending if r[2].is_completed()]
+            if not landed:
+                if now() >= deadline:
+                    landed = [pending[0]]
+                else:
+                    time.sleep(0.0002)
+                    continue
+            for r in landed:
+                pending.remove(r)
+                self._check_ready(r[0], r[1], r[2], it)
+                yield r[0]
+
     def _update_ranks(self, it: int) -> dict:
         """Parameter index -> the rank of its update among those ready at once: the smallest
         position over the workers' orders for iteration it + 1 (update_order "next"), or
@@ -151,19 +186,21 @@ class Server:
                 self._orders_cache[w] = [(k, self.by_name[n]) for k, n in enumerate(full) if n in self.owned_names]
         return self._orders_cache
 
-    def _send_params(self, it: int, infos) -> list:
+    def _send_params(self, it: int, infos, workers=None) -> list:
         """Sends every worker the value for iteration `it` of each parameter in `infos`.
 
         With send priorities, all sends are one transport batch posted in declaration order,
         each at its position in that worker's policy order: the transport alone makes the
         order. Without them (gloo) they are posted in each worker's policy order, interleaved
-        by position across workers, the only lever there. Returns (info, worker, issued, work)."""
+        by position across workers, the only lever there. `workers`: only these (default all).
+        Returns (info, worker, issued, work)."""
         orders = self._orders(it)
         wanted = {info.index for info in infos}
         if self.prio.active:
-            pos = {w: {info.index: k for k, info in orders[w]} for w in self.workers}
+            to = self.workers if workers is None else workers
+            pos = {w: {info.index: k for k, info in orders[w]} for w in to}
             plan = [(pos[w][info.index], info, w) for info in self.owned if info.index in wanted
-                    for w in self.workers]
+                    for w in to]
         else:
             plan = [orders[w][j] + (w,) for j in range(len(self.owned)) for w in self.workers
                     if orders[w][j][1].index in wanted]
