@@ -1,8 +1,9 @@
 #include "transport/frame_mac.h"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/hmac.h>
+#include <openssl/params.h>
 
 #include <cstring>
 #include <string>
@@ -26,7 +27,22 @@ void store_le(std::uint8_t* p, std::uint64_t v) {
 
 }  // namespace
 
-FrameMac::~FrameMac() { OPENSSL_cleanse(key_.data(), key_.size()); }
+FrameMac::FrameMac(const auth::SessionKey& key) {
+  EVP_MAC* mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  if (mac == nullptr) return;
+  ctx_ = EVP_MAC_CTX_new(mac);
+  EVP_MAC_free(mac);  // the context holds its own reference
+  if (ctx_ == nullptr) return;
+  char digest[] = "SHA256";
+  const OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                               OSSL_PARAM_construct_end()};
+  if (EVP_MAC_init(ctx_, key.data(), key.size(), params) != 1) {
+    EVP_MAC_CTX_free(ctx_);
+    ctx_ = nullptr;
+  }
+}
+
+FrameMac::~FrameMac() { EVP_MAC_CTX_free(ctx_); }  // frees (and clears) the keyed state
 
 Result<FrameMac::Tag> FrameMac::compute(const wire::Header& header) const {
   std::array<std::uint8_t, 8 + wire::kHeaderBytes> input{};
@@ -34,11 +50,12 @@ Result<FrameMac::Tag> FrameMac::compute(const wire::Header& header) const {
   const wire::HeaderBytes bytes = wire::encode(header);
   std::memcpy(input.data() + 8, bytes.data(), bytes.size());
   std::array<std::uint8_t, auth::kMacBytes> full{};
-  unsigned int len = 0;
-  if (HMAC(EVP_sha256(), key_.data(), static_cast<int>(key_.size()), input.data(), input.size(),
-           full.data(), &len) == nullptr ||
-      len != full.size()) {
-    return internal_error("HMAC-SHA256 failed computing a frame MAC");
+  std::size_t len = 0;
+  // init without a key resets the context to its keyed state (no re-keying per frame).
+  if (ctx_ == nullptr || EVP_MAC_init(ctx_, nullptr, 0, nullptr) != 1 ||
+      EVP_MAC_update(ctx_, input.data(), input.size()) != 1 ||
+      EVP_MAC_final(ctx_, full.data(), &len, full.size()) != 1 || len != full.size()) {
+    return internal_error("HMAC-SHA256 failed computing a frame MAC (OpenSSL)");
   }
   Tag tag{};
   std::memcpy(tag.data(), full.data(), tag.size());

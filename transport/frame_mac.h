@@ -19,6 +19,8 @@
 #include "transport/auth/proof.h"
 #include "transport/wire.h"
 
+typedef struct evp_mac_ctx_st EVP_MAC_CTX;  // OpenSSL's, declared in <openssl/types.h>
+
 namespace tictac::transport {
 
 class FrameMac {
@@ -26,7 +28,9 @@ class FrameMac {
   static constexpr std::size_t kTagBytes = 16;
   using Tag = std::array<std::uint8_t, kTagBytes>;
 
-  explicit FrameMac(const auth::SessionKey& key) : key_(key) {}
+  // Keys an HMAC-SHA256 context once (per frame it is only reset, not re-keyed); a failure there
+  // surfaces as internal from the first seal()/verify().
+  explicit FrameMac(const auth::SessionKey& key);
   FrameMac(const FrameMac&) = delete;
   FrameMac& operator=(const FrameMac&) = delete;
   ~FrameMac();
@@ -43,7 +47,7 @@ class FrameMac {
  private:
   Result<Tag> compute(const wire::Header& header) const;
 
-  auth::SessionKey key_;
+  EVP_MAC_CTX* ctx_ = nullptr;  // keyed; null if OpenSSL failed to set it up
   std::uint64_t seq_ = 0;
 };
 
