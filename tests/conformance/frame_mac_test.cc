@@ -20,7 +20,9 @@ namespace {
 const std::string kToken = "frame-mac-test-token-0123456789abcdef";
 
 // What the wrapper does to the first inline ANNOUNCE (a small eager message) sent after arm().
-enum class Attack { none, flip_priority_bit, replay_pair, swap_pairs };
+// refuse_after_mac is no attack: the endpoint says "no capacity" to every third frame that
+// follows a MAC frame, as a full socket would, to exercise the Connection's retry of that frame.
+enum class Attack { none, flip_priority_bit, replay_pair, swap_pairs, refuse_after_mac };
 
 struct AttackPlan {
   std::atomic<Attack> attack{Attack::none};
@@ -41,6 +43,17 @@ class AttackEndpoint final : public Endpoint, private EndpointSink {
   bool has_capacity() const override { return inner_->has_capacity(); }
   Status post(const wire::Header& h, const std::byte* payload, std::uint64_t cookie) override {
     const Attack attack = plan_->armed ? plan_->attack.load() : Attack::none;
+    if (attack == Attack::refuse_after_mac) {
+      if (h.type != wire::FrameType::mac && after_mac_ && ++followers_ % 3 == 0 && !refused_now_) {
+        refused_now_ = true;  // the very next post (the Connection's retry) is accepted
+        owe_writable_ = true;
+        ++plan_->fired;
+        return Status(StatusCode::resource_exhausted, "test: no capacity after a MAC frame");
+      }
+      refused_now_ = false;
+      after_mac_ = h.type == wire::FrameType::mac;
+      return inner_->post(h, payload, cookie);
+    }
     if (attack == Attack::none || plan_->fired > 0) return inner_->post(h, payload, cookie);
     if (h.type == wire::FrameType::mac) {  // belongs to the next frame: hold it until we see it
       held_mac_ = h;
@@ -99,6 +112,10 @@ class AttackEndpoint final : public Endpoint, private EndpointSink {
   void on_frame(const wire::Header& h) override { sink_->on_frame(h); }
   void on_sent(std::uint64_t cookie) override {
     if ((cookie >> 63) == 0) sink_->on_sent(cookie);
+    if (owe_writable_) {  // capacity "freed" by the MAC frame that left
+      owe_writable_ = false;
+      sink_->on_writable();
+    }
   }
   void on_writable() override { sink_->on_writable(); }
   void on_failed(const Status& status) override { sink_->on_failed(status); }
@@ -111,6 +128,8 @@ class AttackEndpoint final : public Endpoint, private EndpointSink {
   std::optional<Held> first_;
   std::deque<std::vector<std::byte>> copies_;
   std::uint64_t own_ = 0;
+  bool after_mac_ = false, refused_now_ = false, owe_writable_ = false;
+  std::uint64_t followers_ = 0;
 };
 
 class AttackBackend final : public Backend {
@@ -282,6 +301,34 @@ TEST_P(FrameMac, CounterCheckSwappedFramesAreNotCaughtByAMacWithMacsOff) {
   EXPECT_EQ(run.recv.status.message().find("frame authentication failed"), std::string::npos)
       << run.recv.status.message();
   EXPECT_TRUE(run.delivered_bytes2);  // message 2, now first, was accepted
+}
+
+TEST_P(FrameMac, FrameRefusedAfterItsMacFrameIsRetriedInPlace) {
+  // A backend may refuse the second frame of a pair for capacity; the Connection keeps it and
+  // posts it before anything else on on_writable(), so the pair stays adjacent.
+  auto fabric = loopback::create_fabric();
+  auto plan = std::make_shared<AttackPlan>();
+  plan->attack = Attack::refuse_after_mac;
+  auto a = make(std::make_unique<AttackBackend>(GetParam().make(fabric), plan), "alice", true);
+  auto b = make(GetParam().make(fabric), "bob", true);
+  ASSERT_TRUE(a && b);
+  PeerId ab = 0, ba = 0;
+  ASSERT_TRUE(connect_pair(*a, *b, GetParam().listen_address, &ab, &ba));
+  plan->armed = true;
+  const int n = 60;
+  std::vector<std::unique_ptr<Buffer>> src, dst;
+  Recorder rec;
+  for (int i = 0; i < n; ++i) {
+    const std::size_t size = i % 10 == 9 ? (300 << 10) : 100 + i;  // some rendezvous, chunked
+    src.push_back(std::make_unique<Buffer>(size, i, true));
+    dst.push_back(std::make_unique<Buffer>(size));
+    b->recv(ba, 5, dst[i]->region, 0, size, rec.make(L("r", i)));
+  }
+  for (int i = 0; i < n; ++i) a->send(ab, 5, src[i]->region, 0, src[i]->bytes.size(), 0, rec.make("s"));
+  ASSERT_TRUE(rec.wait(2 * n));
+  for (const Completion& c : rec.all()) ASSERT_TRUE(c.status.ok()) << c.label << ": " << c.status.to_string();
+  for (int i = 0; i < n; ++i) EXPECT_TRUE(same_bytes(dst[i]->bytes.data(), dst[i]->bytes.size(), i)) << i;
+  EXPECT_GT(plan->fired.load(), 10);  // the retry path ran
 }
 
 TEST_P(FrameMac, MismatchIsRefusedNamingTheVariableOnBothSides) {
