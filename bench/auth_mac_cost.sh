@@ -2,10 +2,16 @@
 # Cost of TICTAC_AUTH_MAC=1 over tcp (docs/security.md "Frame MACs"): paired, interleaved runs of
 # `tictac perftest --local` with frame MACs off and on (same token both times), 8 B latency and
 # 4 MiB bandwidth; each run holds /tmp/tictac-bench.lock. Prints every run and the medians.
-# Usage: bash bench/auth_mac_cost.sh [BUILD_DIR]   (REPEATS=5 by default)
+# Usage: bash bench/auth_mac_cost.sh [BUILD_DIR] [--repeats N]   (5 pairs by default)
 set -euo pipefail
-build=${1:-build}
-repeats=${REPEATS:-5}
+build=build
+repeats=5
+while [ $# -gt 0 ]; do
+  case $1 in
+    --repeats) repeats=$2; shift 2 ;;
+    *) build=$1; shift ;;
+  esac
+done
 export TICTAC_AUTH_TOKEN=${TICTAC_AUTH_TOKEN:-bench-token-0123456789abcdef}
 run() {  # mac test size extra... -> one number
   local mac=$1 test=$2 size=$3; shift 3
