@@ -52,6 +52,13 @@ const DurationTunable kHandshakeTimeout{"TICTAC_HANDSHAKE_TIMEOUT", std::chrono:
                                         "a connection's handshake must finish within this (and "
                                         "within TICTAC_TIMEOUT)", "10s"};
 
+const BoolTunable kAuthMac{"TICTAC_AUTH_MAC", false,
+                           "1 = every frame after the handshake carries a 16-byte HMAC-SHA256 tag "
+                           "(keyed per connection and direction from TICTAC_AUTH_TOKEN and the "
+                           "handshake nonces) over a sequence number and its header; a tampered, "
+                           "replayed or reordered frame fails the connection. Needs "
+                           "TICTAC_AUTH_TOKEN; both sides must set the same value"};
+
 }  // namespace
 
 TransportConfig TransportConfig::defaults() {
@@ -118,6 +125,9 @@ Result<TransportConfig> TransportConfig::from_env() {
   auto hs_timeout = kHandshakeTimeout.get();
   TICTAC_RETURN_IF_ERROR(hs_timeout);
   c.handshake_timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*hs_timeout);
+  auto frame_mac = kAuthMac.get();
+  TICTAC_RETURN_IF_ERROR(frame_mac);
+  c.frame_mac = *frame_mac;
   if (*window < 1 || *window > 4096) {
     return invalid_argument("TICTAC_WINDOW=" + std::to_string(*window) + " is out of range 1..4096");
   }
@@ -134,7 +144,8 @@ Result<TransportConfig> TransportConfig::from_env() {
                     << " TICTAC_EAGER_BYTES=" << c.eager_bytes
                     << " TICTAC_TIMEOUT=" << c.timeout.count() << "ms TICTAC_PRIORITY="
                     << (c.enforce_priority ? 1 : 0) << " TICTAC_ADVERTS=" << c.max_adverts
-                    << " TICTAC_INLINE=" << (c.inline_small ? 1 : 0);
+                    << " TICTAC_INLINE=" << (c.inline_small ? 1 : 0)
+                    << " TICTAC_AUTH_MAC=" << (c.frame_mac ? 1 : 0);
   return c;
 }
 

@@ -19,6 +19,9 @@
 //   TICTAC_MAX_HANDSHAKES (64)    incoming connections in the handshake at once; more are closed
 //   TICTAC_HANDSHAKE_TIMEOUT (10s) an incoming or outgoing handshake must finish within this
 //                                 (and within TICTAC_TIMEOUT)
+//   TICTAC_AUTH_MAC     (0)      1 = every frame after the handshake carries a 16-byte HMAC tag
+//                                (needs TICTAC_AUTH_TOKEN; both sides must agree), see
+//                                transport/frame_mac.h and docs/security.md
 // Plain value; thread-safe to copy. from_env() reports a bad variable as invalid_argument naming
 // it; validate() rejects values out of range.
 #pragma once
@@ -47,6 +50,7 @@ struct TransportConfig {
   std::uint64_t max_unexpected = 65536;
   std::uint32_t max_handshakes = 64;
   std::chrono::milliseconds handshake_timeout{10'000};
+  bool frame_mac = false;  // TICTAC_AUTH_MAC: authenticate every frame after the handshake
 
   // The documented defaults, without reading the environment: auto chunk and window, starting at
   // kAutoStartChunk and kAutoStartWindow. (A plain TransportConfig{} has fixed 1 MiB / 4.)

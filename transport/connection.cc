@@ -57,7 +57,7 @@ void Connection::push_control(Header h, std::vector<std::byte> payload,
 }
 
 bool Connection::has_capacity() const {
-  return state_ != State::failed && endpoint_ && endpoint_->has_capacity();
+  return state_ != State::failed && endpoint_ && !stashed_ && endpoint_->has_capacity();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -146,6 +146,22 @@ void Connection::post_frame(Header h, const std::byte* payload, const Sent& s) {
   const std::uint64_t cookie = next_cookie_++;
   sent_.emplace(cookie, s);
   last_tx_ = Clock::now();
+  if (mac_out_ && h.type != FrameType::auth) {  // AUTH frames all precede the keys
+    Result<FrameMac::Tag> tag = mac_out_->seal(h);
+    if (!tag.ok()) {
+      fail(peer_status(tag.status().code(), "cannot authenticate a frame: " + tag.status().message()));
+      return;
+    }
+    // The MAC frame's cookie is in no table: on_sent() ignores it.
+    Status st = endpoint_->post(FrameMac::make_tag_frame(*tag), nullptr, next_cookie_++);
+    if (st.ok()) st = endpoint_->post(h, payload, cookie);
+    if (st.code() == StatusCode::resource_exhausted) {
+      stashed_ = Stashed{h, payload, cookie};  // after its MAC frame, before anything else
+      return;
+    }
+    if (!st.ok()) fail(peer_status(StatusCode::connection_lost, "cannot send: " + st.to_string()));
+    return;
+  }
   Status st = endpoint_->post(h, payload, cookie);
   if (!st.ok()) fail(peer_status(StatusCode::connection_lost, "cannot send: " + st.to_string()));
 }
@@ -235,7 +251,18 @@ void Connection::on_sent(std::uint64_t cookie) {
   host_.schedule_pump(queue_);
 }
 
-void Connection::on_writable() { host_.schedule_pump(queue_); }
+void Connection::on_writable() {
+  if (stashed_ && state_ != State::failed) {
+    Status st = endpoint_->post(stashed_->header, stashed_->payload, stashed_->cookie);
+    if (st.code() == StatusCode::resource_exhausted) return;  // the next on_writable retries
+    stashed_.reset();
+    if (!st.ok()) {
+      fail(peer_status(StatusCode::connection_lost, "cannot send: " + st.to_string()));
+      return;
+    }
+  }
+  host_.schedule_pump(queue_);
+}
 
 void Connection::finish_out(std::uint64_t msg_id, const Status& status) {
   auto it = out_.find(msg_id);
@@ -294,6 +321,15 @@ Result<Destination> Connection::on_header(const Header& h) {
   if (refusing_) {  // the refusal is on its way out; whatever the peer says now is dropped
     d.discard = true;
     return d;
+  }
+  if (mac_in_) {
+    Status mac = check_mac(h);
+    if (!mac.ok()) return mac;
+    if (h.type == FrameType::mac) return d;  // its tag waits for the next frame
+  } else if (h.type == FrameType::mac) {
+    return peer_status(StatusCode::protocol_error,
+                       "MAC frame, but frame MACs are not in use on this connection (they start "
+                       "after the handshake, with TICTAC_AUTH_MAC=1 on both sides)");
   }
   Status st = validate(h);
   if (!st.ok()) return st;
@@ -358,11 +394,32 @@ void Connection::on_frame(const Header& h) {
       handle_abort(h);
       break;
     case FrameType::heartbeat:
+    case FrameType::mac:  // checked in on_header; nothing to do
       break;
     case FrameType::advert:
       handle_advert(h);
       break;
   }
+}
+
+Status Connection::check_mac(const Header& h) {
+  Status st;
+  if (!mac_pending_) {
+    Result<FrameMac::Tag> tag = FrameMac::parse_tag_frame(h);
+    if (tag.ok()) {
+      mac_pending_ = *tag;
+      return Status::Ok();
+    }
+    st = tag.status();
+  } else if (h.type == FrameType::mac) {
+    st = Status(StatusCode::protocol_error, "frame authentication failed: two MAC frames in a row");
+  } else {
+    const FrameMac::Tag tag = *mac_pending_;
+    mac_pending_.reset();
+    st = mac_in_->verify(h, tag);
+    if (st.ok()) return st;
+  }
+  return peer_status(st.code(), st.message());
 }
 
 void Connection::handle_announce(const Header& h) {
@@ -592,6 +649,7 @@ void Connection::fail(const Status& status) {
   queue_.remove_peer(id_);
   control_.clear();
   sent_.clear();
+  stashed_.reset();
   inline_pending_.clear();
   credit_owed_ = 0;
   std::vector<Request*> reqs;

@@ -28,7 +28,10 @@
 // then one HELLO each way. Nothing but AUTH is accepted before the authentication handshake is
 // done, nothing but HELLO until the peer's HELLO arrived. A peer that fails the handshake is sent
 // the refusal with its reason (best effort), then the connection fails; it is never established, so
-// the Core never matches or hands it out. Every incoming frame is validated against this state; a
+// the Core never matches or hands it out. With TICTAC_AUTH_MAC negotiated in the handshake, every
+// frame after the last AUTH frame travels behind a MAC frame carrying its tag (frame_mac.h); a
+// missing, wrong, replayed or reordered tag is a protocol_error "frame authentication failed"
+// raised in on_header, before anything of that frame is acted on. Every incoming frame is validated against this state; a
 // violation is a protocol_error that fails the connection. Loop-thread only. Owned by the Core; the
 // Request objects it points to are owned by the Core and released only through
 // ConnectionHost::finish().
@@ -46,6 +49,7 @@
 #include "transport/auth/handshake.h"
 #include "transport/backend.h"
 #include "transport/config.h"
+#include "transport/frame_mac.h"
 #include "transport/handshake.h"
 #include "transport/request.h"
 #include "transport/send_queue.h"
@@ -175,6 +179,10 @@ class Connection final : public EndpointSink {
   void push_control(wire::Header h, std::vector<std::byte> payload = {},
                     std::uint64_t completes_msg = 0);
   Status validate(const wire::Header& h);
+  // TICTAC_AUTH_MAC, receiving: a MAC frame stores its tag; any other frame must match it.
+  Status check_mac(const wire::Header& h);
+  // TICTAC_AUTH_MAC: the auth handshake passed with MACs on both sides; derive the keys.
+  Status start_frame_mac();
   Status validate_handshake(const wire::Header& h);
   void handle_auth();
   // Puts the auth handshake's pending output on the control lane (one AUTH frame); returns its
@@ -221,6 +229,18 @@ class Connection final : public EndpointSink {
   bool refusing_ = false;  // sending the refusal; then fail(refusal_)
   Status refusal_;
   std::uint64_t refusal_control_id_ = 0;
+  // TICTAC_AUTH_MAC (null when off): the tags of frames we send and of those we receive.
+  std::unique_ptr<FrameMac> mac_out_;
+  std::unique_ptr<FrameMac> mac_in_;
+  std::optional<FrameMac::Tag> mac_pending_;  // from the MAC frame, for the next frame
+  // A frame the endpoint refused for capacity right after its MAC frame went out: it goes next,
+  // on on_writable(); until then has_capacity() is false (the pair must stay adjacent).
+  struct Stashed {
+    wire::Header header;
+    const std::byte* payload = nullptr;
+    std::uint64_t cookie = 0;
+  };
+  std::optional<Stashed> stashed_;
 
   std::uint64_t next_msg_id_ = 1;
   std::uint64_t last_in_msg_id_ = 0;

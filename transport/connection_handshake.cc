@@ -1,6 +1,8 @@
 // Connection: the handshake (AUTH frames of transport/auth, then one HELLO each way).
 #include "transport/connection.h"
 
+#include <openssl/crypto.h>
+
 #include <cstring>
 #include <span>
 #include <utility>
@@ -20,6 +22,7 @@ void Connection::start(const std::optional<std::string>& auth_token) {
   hc.token = auth_token;
   hc.protocol_version = wire::kVersion;
   hc.peer = endpoint_desc_;
+  hc.frame_mac = config_.frame_mac;
   Result<auth::Handshake> hs = auth::Handshake::start(std::move(hc));
   if (!hs.ok()) {
     fail(peer_status(hs.status().code(), "cannot start the handshake: " + hs.status().message()));
@@ -82,7 +85,28 @@ void Connection::handle_auth() {
     return;
   }
   (void)send_auth_output();
-  if (auth_->done()) send_hello();  // the peer's HELLO follows its last AUTH frame
+  if (!auth_->done()) return;
+  if (auth_->frame_mac()) {
+    Status st = start_frame_mac();
+    if (!st.ok()) {
+      fail(peer_status(st.code(), "cannot set up frame MACs: " + st.message()));
+      return;
+    }
+  }
+  send_hello();  // the peer's HELLO follows its last AUTH frame
+}
+
+Status Connection::start_frame_mac() {
+  Result<auth::Handshake::SessionKeys> keys = auth_->session_keys();
+  if (!keys.ok()) return keys.status();
+  // From here on every frame but the AUTH frames already queued goes behind a MAC frame, and
+  // every frame from the peer (its HELLO is next) must come behind one.
+  mac_out_ = std::make_unique<FrameMac>(keys->send);
+  mac_in_ = std::make_unique<FrameMac>(keys->receive);
+  OPENSSL_cleanse(keys->send.data(), keys->send.size());
+  OPENSSL_cleanse(keys->receive.data(), keys->receive.size());
+  TICTAC_LOG(debug) << describe() << ": frame MACs on (TICTAC_AUTH_MAC)";
+  return Status::Ok();
 }
 
 void Connection::refuse() {
@@ -119,9 +143,11 @@ void Connection::handle_hello() {
   send_credit_ = peer_.eager_bytes;
   state_ = State::established;
   const bool authenticated = auth_->authenticated();
+  const bool macs = mac_in_ != nullptr;
   auth_.reset();  // wipes its copy of the token
   TICTAC_LOG(debug) << "connected to " << describe()
-                    << (authenticated ? " (mutually authenticated)" : " (not authenticated: no auth token)");
+                    << (authenticated ? " (mutually authenticated" : " (not authenticated: no auth token")
+                    << (macs ? ", every frame MAC'd)" : ")");
   host_.connection_established(*this);
 }
 

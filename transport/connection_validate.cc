@@ -23,6 +23,8 @@ Status Connection::validate(const Header& h) {
       return peer_status(StatusCode::protocol_error, "AUTH frame after the handshake");
     case FrameType::hello:
       return peer_status(StatusCode::protocol_error, "second HELLO");
+    case FrameType::mac:  // handled in on_header before validation
+      return peer_status(StatusCode::protocol_error, "unexpected MAC frame");
     case FrameType::announce:
       if (h.msg_id <= last_in_msg_id_) {
         return peer_status(StatusCode::protocol_error,

@@ -47,6 +47,11 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
     TICTAC_RETURN_IF_ERROR(env);
     auth_token = std::move(env).value();
   }
+  if (config.frame_mac && !auth_token) {
+    return invalid_argument(
+        "TICTAC_AUTH_MAC=1 needs an auth token: frame MACs are keyed by it; set TICTAC_AUTH_TOKEN "
+        "(or ContextOptions::auth_token) to the same secret on all ranks, or set TICTAC_AUTH_MAC=0");
+  }
   if (options.backends.empty()) options.backends.push_back(tcp::create());
   std::string name = options.name.empty() ? default_name() : options.name;
   if (name.size() > kMaxNameBytes) {

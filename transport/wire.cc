@@ -22,7 +22,7 @@ Status bad(const std::string& what) {
 
 bool known_type(std::uint8_t t) {
   return t >= static_cast<std::uint8_t>(FrameType::hello) &&
-         t <= static_cast<std::uint8_t>(FrameType::advert);
+         t <= static_cast<std::uint8_t>(FrameType::mac);
 }
 
 }  // namespace
@@ -39,6 +39,7 @@ std::string_view to_string(FrameType type) {
     case FrameType::heartbeat: return "HEARTBEAT";
     case FrameType::auth: return "AUTH";
     case FrameType::advert: return "ADVERT";
+    case FrameType::mac: return "MAC";
   }
   return "UNKNOWN";
 }

@@ -25,6 +25,11 @@
 // found inside the handshake, where both versions are named and the refusal reaches the peer.
 // Every other frame carries kVersion.
 //
+// With TICTAC_AUTH_MAC=1 on both sides (negotiated in the handshake) every frame after the last
+// AUTH frame is preceded by a MAC frame (type 11) carrying a 16-byte truncated HMAC-SHA256 tag
+// over a per-direction sequence number and the next frame's encoded header
+// (transport/frame_mac.h, docs/security.md). With it off no MAC frame is ever sent.
+//
 // decode() validates everything that can be checked without connection state and returns a
 // protocol_error Status naming the field; check_data_fits() adds the checks against the posted
 // destination. Pure functions; thread-safe.
@@ -72,6 +77,9 @@ enum class FrameType : std::uint8_t {
   heartbeat = 8,  // liveness while idle
   auth = 9,       // authentication handshake bytes (transport/auth/ messages), before HELLO
   advert = 10,    // receiver: a receive for `tag` is posted (capacity `total`), see connection.h
+  // TICTAC_AUTH_MAC only: the 16-byte tag authenticating the next frame, in `tag` and `msg_id`
+  // (little-endian halves); every other field zero, no payload (transport/frame_mac.h).
+  mac = 11,
 };
 
 std::string_view to_string(FrameType type);

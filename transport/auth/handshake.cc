@@ -31,6 +31,7 @@ const char* to_string(HandshakeFailure failure) {
     case HandshakeFailure::token_missing_here: return "token_missing_here";
     case HandshakeFailure::token_missing_on_peer: return "token_missing_on_peer";
     case HandshakeFailure::bad_proof: return "bad_proof";
+    case HandshakeFailure::mac_mismatch: return "mac_mismatch";
     case HandshakeFailure::refused_by_peer: return "refused_by_peer";
     case HandshakeFailure::internal: return "internal";
   }
@@ -54,18 +55,28 @@ Result<HandshakeConfig> config_from_env(Role role, std::string peer, std::uint16
 
 Result<Handshake> Handshake::start(HandshakeConfig config) {
   if (config.token) TICTAC_RETURN_IF_ERROR(validate_token(*config.token, "the configured auth token"));
+  if (config.frame_mac && !config.token) {
+    return invalid_argument(
+        "TICTAC_AUTH_MAC is on but no auth token is configured: frame MACs are keyed by the "
+        "token; set TICTAC_AUTH_TOKEN (or ContextOptions::auth_token) on all ranks, or set "
+        "TICTAC_AUTH_MAC=0");
+  }
   Result<Nonce> nonce = random_nonce();
   if (!nonce.ok()) return nonce.status();
   Handshake h(config, *nonce);
   if (config.token) OPENSSL_cleanse(config.token->data(), config.token->size());
   if (h.role_ == Role::initiator) {
-    h.out_ = encode_hello(h.version_, Hello{h.role_, h.token_.has_value(), h.nonce_});
+    h.out_ = encode_hello(h.version_, Hello{h.role_, h.token_.has_value(), h.nonce_, h.frame_mac_});
   }
   return h;
 }
 
 Handshake::Handshake(const HandshakeConfig& config, const Nonce& nonce)
-    : role_(config.role), version_(config.protocol_version), peer_(config.peer), nonce_(nonce) {
+    : role_(config.role),
+      version_(config.protocol_version),
+      peer_(config.peer),
+      frame_mac_(config.frame_mac),
+      nonce_(nonce) {
   if (config.token) token_.emplace(*config.token);
 }
 
@@ -171,8 +182,17 @@ void Handshake::on_hello(const Hello& hello) {
                 "auth token on one side only: the " + them + " has a token, the " + me +
                     " has none; set the same TICTAC_AUTH_TOKEN on both sides");
   }
+  if (hello.frame_mac != frame_mac_) {
+    const auto side = [](bool on) { return std::string(on ? "TICTAC_AUTH_MAC=1" : "TICTAC_AUTH_MAC=0"); };
+    return fail(HandshakeFailure::mac_mismatch,
+                "frame MACs on one side only: this side (" + me + ") has " + side(frame_mac_) +
+                    ", the peer (" + them + ") has " + side(hello.frame_mac) +
+                    "; set the same TICTAC_AUTH_MAC on both sides",
+                "frame MACs on one side only: the " + me + " has " + side(frame_mac_) + ", the " + them +
+                    " has " + side(hello.frame_mac) + "; set the same TICTAC_AUTH_MAC on both sides");
+  }
   if (role_ == Role::acceptor) {
-    Bytes hello_out = encode_hello(version_, Hello{role_, mine, nonce_});
+    Bytes hello_out = encode_hello(version_, Hello{role_, mine, nonce_, frame_mac_});
     out_.insert(out_.end(), hello_out.begin(), hello_out.end());
   }
   if (!mine) {
@@ -216,6 +236,20 @@ void Handshake::on_result(const Outcome& outcome) {
   if (outcome.accepted) return succeed();
   fail(HandshakeFailure::refused_by_peer, "the peer refused the handshake: " + outcome.reason, {},
        /*tell_peer=*/false);
+}
+
+Result<Handshake::SessionKeys> Handshake::session_keys() const {
+  if (!frame_mac()) {
+    return Status(StatusCode::internal,
+                  "frame-MAC keys asked for before a handshake with TICTAC_AUTH_MAC on both sides passed");
+  }
+  const Nonce& nonce_i = role_ == Role::initiator ? nonce_ : peer_nonce_;
+  const Nonce& nonce_a = role_ == Role::initiator ? peer_nonce_ : nonce_;
+  Result<SessionKey> send = derive_session_key(token_->view(), nonce_i, nonce_a, role_);
+  if (!send.ok()) return send.status();
+  Result<SessionKey> receive = derive_session_key(token_->view(), nonce_i, nonce_a, other(role_));
+  if (!receive.ok()) return receive.status();
+  return SessionKeys{*send, *receive};
 }
 
 void Handshake::succeed() {

@@ -39,6 +39,11 @@ struct HandshakeConfig {
   std::optional<std::string> token;  // nullopt: no authentication on this side
   std::uint16_t protocol_version = kDefaultProtocolVersion;  // the transport's wire version
   std::string peer = "peer";  // how messages name the other side, e.g. "127.0.0.1:5000"
+  // TICTAC_AUTH_MAC: ask for per-frame MACs after the handshake. Needs a token (start() returns
+  // invalid_argument naming TICTAC_AUTH_TOKEN otherwise); both sides must agree (a mismatch is
+  // refused on both sides, naming TICTAC_AUTH_MAC). Off: the messages are byte-identical to a
+  // release without it.
+  bool frame_mac = false;
 };
 
 // A config whose token comes from TICTAC_AUTH_TOKEN (invalid_argument if it is too short).
@@ -52,6 +57,7 @@ enum class HandshakeFailure : std::uint8_t {
   token_missing_here,     // the peer has a token, this side has none
   token_missing_on_peer,  // this side has a token, the peer has none
   bad_proof,              // the peer's MAC does not match: different tokens or tampering
+  mac_mismatch,           // TICTAC_AUTH_MAC differs between the sides
   refused_by_peer,        // the peer sent result(refused)
   internal,               // HMAC computation failed locally (status code internal)
 };
@@ -76,6 +82,15 @@ class Handshake {
   // True once done with both sides' tokens verified; false for an unauthenticated pass.
   bool authenticated() const { return done() && token_.has_value(); }
   const Nonce& local_nonce() const { return nonce_; }
+  // Both sides asked for frame MACs (then authenticated() is true as well).
+  bool frame_mac() const { return done() && frame_mac_; }
+  // Once frame_mac(): the keys of this connection (proof.h derive_session_key), for the frames
+  // this side sends and those it receives. internal error before.
+  struct SessionKeys {
+    SessionKey send{};
+    SessionKey receive{};
+  };
+  Result<SessionKeys> session_keys() const;
   Role role() const { return role_; }
 
  private:
@@ -110,6 +125,7 @@ class Handshake {
   std::uint16_t version_;
   std::string peer_;
   std::optional<Secret> token_;
+  bool frame_mac_ = false;
   Nonce nonce_{};
   Nonce peer_nonce_{};
   State state_ = State::awaiting_hello;

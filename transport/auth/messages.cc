@@ -77,10 +77,11 @@ Result<Hello> parse_hello(std::span<const std::uint8_t> body) {
     return malformed("hello names unknown role " + std::to_string(body[0]));
   }
   h.role = static_cast<Role>(body[0]);
-  if ((body[1] & ~kFlagHasToken) != 0) {
+  if ((body[1] & ~(kFlagHasToken | kFlagFrameMac)) != 0) {
     return malformed("hello sets unknown flag bits (flags byte " + std::to_string(body[1]) + ")");
   }
   h.has_token = (body[1] & kFlagHasToken) != 0;
+  h.frame_mac = (body[1] & kFlagFrameMac) != 0;
   std::copy(body.begin() + 2, body.end(), h.nonce.begin());
   return h;
 }
@@ -113,7 +114,8 @@ Result<Outcome> parse_result(std::span<const std::uint8_t> body) {
 Bytes encode_hello(std::uint16_t version, const Hello& hello) {
   Bytes out = header(version, MessageType::hello, kHelloBodyBytes);
   out.push_back(static_cast<std::uint8_t>(hello.role));
-  out.push_back(hello.has_token ? kFlagHasToken : 0);
+  out.push_back(static_cast<std::uint8_t>((hello.has_token ? kFlagHasToken : 0) |
+                                          (hello.frame_mac ? kFlagFrameMac : 0)));
   out.insert(out.end(), hello.nonce.begin(), hello.nonce.end());
   return out;
 }

@@ -8,7 +8,7 @@
 //     7   2  body_len  bytes that follow (exact per type, see below)
 // Bodies:
 //   hello  (34 bytes): role u8 (1 initiator, 2 acceptor) | flags u8 (bit 0: sender has a token;
-//                      other bits zero) | nonce[32]
+//                      bit 1: sender wants frame MACs, TICTAC_AUTH_MAC; other bits zero) | nonce[32]
 //   proof  (32 bytes): mac[32] = HMAC-SHA256 proof, see proof.h
 //   result (1..1+kMaxReasonBytes): outcome u8 (0 accepted, 1 refused) | reason text
 //                      (empty when accepted, non-empty printable ASCII when refused)
@@ -36,6 +36,7 @@ inline constexpr std::size_t kProofBodyBytes = kMacBytes;
 inline constexpr std::size_t kMaxReasonBytes = 512;
 inline constexpr std::size_t kMaxMessageBytes = kHeaderBytes + 1 + kMaxReasonBytes;
 inline constexpr std::uint8_t kFlagHasToken = 0x1;
+inline constexpr std::uint8_t kFlagFrameMac = 0x2;  // never set when TICTAC_AUTH_MAC is off
 
 enum class MessageType : std::uint8_t { hello = 1, proof = 2, result = 3 };
 
@@ -49,6 +50,7 @@ struct Hello {
   Role role = Role::initiator;
   bool has_token = false;
   Nonce nonce{};
+  bool frame_mac = false;  // the sender wants every later frame authenticated (TICTAC_AUTH_MAC)
 };
 
 struct Outcome {

@@ -49,6 +49,24 @@ Result<Mac> compute_proof(std::string_view token, Role prover, const Nonce& prov
   return mac;
 }
 
+Result<SessionKey> derive_session_key(std::string_view token, const Nonce& initiator_nonce,
+                                      const Nonce& acceptor_nonce, Role sender) {
+  std::vector<std::uint8_t> input;
+  input.reserve(kSessionKeyContext.size() + 2 * kNonceBytes + 1);
+  input.insert(input.end(), kSessionKeyContext.begin(), kSessionKeyContext.end());
+  input.insert(input.end(), initiator_nonce.begin(), initiator_nonce.end());
+  input.insert(input.end(), acceptor_nonce.begin(), acceptor_nonce.end());
+  input.push_back(static_cast<std::uint8_t>(sender));
+  SessionKey key{};
+  unsigned int len = 0;
+  const bool ok = HMAC(EVP_sha256(), token.data(), static_cast<int>(token.size()), input.data(),
+                       input.size(), key.data(), &len) != nullptr &&
+                  len == kMacBytes;
+  OPENSSL_cleanse(input.data(), input.size());
+  if (!ok) return internal_error("HMAC-SHA256 failed deriving a frame-MAC key: " + openssl_error());
+  return key;
+}
+
 bool macs_equal(const Mac& a, const Mac& b) { return CRYPTO_memcmp(a.data(), b.data(), kMacBytes) == 0; }
 
 }  // namespace tictac::auth

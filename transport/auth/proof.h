@@ -18,6 +18,7 @@ namespace tictac::auth {
 inline constexpr std::size_t kNonceBytes = 32;
 inline constexpr std::size_t kMacBytes = 32;
 inline constexpr std::string_view kProofContext = "tictac-auth-v1";
+inline constexpr std::string_view kSessionKeyContext = "tictac-mac-v1";
 
 using Nonce = std::array<std::uint8_t, kNonceBytes>;
 using Mac = std::array<std::uint8_t, kMacBytes>;
@@ -29,6 +30,12 @@ const char* role_name(Role role);
 Result<Nonce> random_nonce();
 Result<Mac> compute_proof(std::string_view token, Role prover, const Nonce& prover_nonce,
                           const Nonce& verifier_nonce);
+// The frame-MAC key of one direction of a connection (TICTAC_AUTH_MAC):
+//   key = HMAC-SHA256(token, "tictac-mac-v1" || nonce_initiator || nonce_acceptor || sender)
+// where sender is the role byte of the side that sends (and tags) the frames.
+using SessionKey = std::array<std::uint8_t, kMacBytes>;
+Result<SessionKey> derive_session_key(std::string_view token, const Nonce& initiator_nonce,
+                                      const Nonce& acceptor_nonce, Role sender);
 // Constant-time comparison (CRYPTO_memcmp).
 bool macs_equal(const Mac& a, const Mac& b);
 
