@@ -72,8 +72,8 @@ Status FrameMac::verify(const wire::Header& header, const Tag& tag) {
   Result<Tag> expected = compute(header);
   if (!expected.ok()) return expected.status();
   if (CRYPTO_memcmp(expected->data(), tag.data(), tag.size()) != 0) {
-    return auth_failed("the tag of " + std::string(wire::to_string(header.type)) + " frame number " +
-                       std::to_string(seq_) +
+    return auth_failed("the tag of " + std::string(wire::to_string(header.type)) +
+                       " frame number " + std::to_string(seq_) +
                        " does not match (the frame was altered, replayed, reordered or dropped on "
                        "the way, or the peer's key differs)");
   }

@@ -8,8 +8,9 @@
 namespace tictac::transport {
 namespace {
 
-const SizeTunable kShadowCache{"TICTAC_CUDA_SHADOW_CACHE", std::uint64_t{256} << 20,
-                               "host shadows of staged device transfers kept for reuse (bytes; 0: none)"};
+const SizeTunable kShadowCache{
+    "TICTAC_CUDA_SHADOW_CACHE", std::uint64_t{256} << 20,
+    "host shadows of staged device transfers kept for reuse (bytes; 0: none)"};
 
 }  // namespace
 
