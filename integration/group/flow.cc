@@ -35,18 +35,30 @@ void Flow::recv(std::uint64_t key, int src, std::uint64_t tag, void* data, std::
   post(false, key, src, tag, data, bytes);
 }
 
+void Flow::exchange(std::uint64_t key, int dst, std::uint64_t send_tag, const void* send_data,
+                    std::size_t send_bytes, int src, std::uint64_t recv_tag, void* recv_data,
+                    std::size_t recv_bytes) {
+  auto left = std::make_shared<int>(2);  // both counted before either can finish
+  ++outstanding_;
+  group_.begin_batch();
+  post(true, key, dst, send_tag, const_cast<void*>(send_data), send_bytes, left);
+  post(false, key, src, recv_tag, recv_data, recv_bytes, left);
+  group_.end_batch();
+}
+
 void Flow::post(bool is_send, std::uint64_t key, int rank, std::uint64_t tag, void* data,
-                std::size_t bytes) {
+                std::size_t bytes, std::shared_ptr<int> unit_left) {
   {
     std::lock_guard lock(state_->mu);
     ++state_->in_transport;
     state_->pending.push_back(rank);
   }
-  ++outstanding_;
+  if (!unit_left) ++outstanding_;
   auto state = state_;
   const std::string what = what_;
   const std::uint64_t expected = bytes;
-  Done done = [state, what, rank, is_send, expected, key](const Status& s, std::uint64_t n, int) {
+  Done done = [state, what, rank, is_send, expected, key, unit_left](const Status& s,
+                                                                     std::uint64_t n, int) {
     std::lock_guard lock(state->mu);
     bool ok = s.ok();
     if (state->first.ok() && !s.ok()) {
@@ -67,7 +79,11 @@ void Flow::post(bool is_send, std::uint64_t key, int rank, std::uint64_t tag, vo
     const auto it = std::find(state->pending.begin(), state->pending.end(), rank);
     if (it != state->pending.end()) state->pending.erase(it);
     --state->in_transport;
-    if (ok) state->finished.push_back(key);
+    // The unit's other transfer is still out: nobody needs waking (the last transfer of all, and
+    // every failure, still notifies; abort() waits for in_transport == 0).
+    const bool unit_open = unit_left && --*unit_left > 0;
+    if (ok && unit_open && state->in_transport > 0) return;
+    if (ok && !unit_open) state->finished.push_back(key);
     state->cv.notify_all();
   };
   ids_.push_back(is_send ? group_.send(rank, tag, data, bytes, priority_, std::move(done))

@@ -42,6 +42,12 @@ class Flow {
 
   void send(std::uint64_t key, int dst, std::uint64_t tag, const void* data, std::size_t bytes);
   void recv(std::uint64_t key, int src, std::uint64_t tag, void* data, std::size_t bytes);
+  // A send and a receive as one unit: next() hands `key` back once, when both finished, so the
+  // waiting thread wakes once per pair instead of once per transfer (a ring step). Both reach
+  // the transport's loop as one task (a batch). Counts as one in outstanding().
+  void exchange(std::uint64_t key, int dst, std::uint64_t send_tag, const void* send_data,
+                std::size_t send_bytes, int src, std::uint64_t recv_tag, void* recv_data,
+                std::size_t recv_bytes);
 
   // The key of a finished transfer (in finishing order), or the collective's error.
   Result<std::uint64_t> next();
@@ -52,8 +58,10 @@ class Flow {
 
  private:
   struct State;
+  // `unit_left`: the unit's transfers not yet finished (shared by its transfers), or null for a
+  // transfer that is a unit of its own.
   void post(bool is_send, std::uint64_t key, int rank, std::uint64_t tag, void* data,
-            std::size_t bytes);
+            std::size_t bytes, std::shared_ptr<int> unit_left = nullptr);
   // Cancels what is outstanding and waits until none is left.
   void abort();
 
@@ -63,7 +71,7 @@ class Flow {
   std::chrono::steady_clock::time_point deadline_;
   std::shared_ptr<State> state_;
   std::vector<transport::RequestId> ids_;
-  int outstanding_ = 0;  // posted and not yet returned by next()
+  int outstanding_ = 0;  // units posted and not yet returned by next()
 };
 
 }  // namespace tictac::group

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 
 #include "common/tunables.h"
 #include "integration/group/flow.h"
@@ -38,7 +39,8 @@ class Ring {
   Ring(Group& g, std::byte* data, const Blocks& blocks, std::size_t elem, const ReduceFn* reduce,
        transport::Priority priority, const std::string& what, int first, int last,
        std::size_t chunk_bytes)
-      : data_(data),
+      : group_(g),
+        data_(data),
         blocks_(blocks),
         elem_(elem),
         reduce_(reduce),
@@ -57,31 +59,29 @@ class Ring {
     if (first_ < n_ - 1) {
       chunk_slot_ = (blocks.max_len() + static_cast<std::size_t>(chunks_) - 1) /
                     static_cast<std::size_t>(chunks_);
-      scratch_.resize(chunk_slot_ * static_cast<std::size_t>(chunks_) * elem);
+      // Not zeroed: every byte read was received first (a block's worth of memset per call).
+      scratch_.reset(new std::byte[chunk_slot_ * static_cast<std::size_t>(chunks_) * elem]);
     }
     step_.assign(static_cast<std::size_t>(chunks_), first_);
-    left_in_step_.assign(static_cast<std::size_t>(chunks_), 0);
   }
 
   Status run() {
     if (n_ == 1 || first_ >= last_) return Status::Ok();
+    group_.begin_batch();  // every chunk's first step reaches the loop as one task
     for (int j = 0; j < chunks_; ++j) post(j);
+    group_.end_batch();
     while (flow_.outstanding() > 0) {
       Result<std::uint64_t> key = flow_.next();
       if (!key.ok()) return key.status();
-      const int j = static_cast<int>(*key >> 1);
-      const bool is_recv = (*key & 1) != 0;
+      const int j = static_cast<int>(*key);  // chunk j's send and receive of its step are done
       const int s = step_[static_cast<std::size_t>(j)];
-      if (is_recv && s < n_ - 1) {  // reduce-scatter: fold the received piece in
+      if (s < n_ - 1) {  // reduce-scatter: fold the received piece in
         const Range piece = chunk(recv_block(s), j);
         if (piece.len > 0) {
           (*reduce_)(data_ + piece.begin * elem_, slot(j), piece.len);
         }
       }
-      if (--left_in_step_[static_cast<std::size_t>(j)] == 0) {
-        ++step_[static_cast<std::size_t>(j)];
-        if (step_[static_cast<std::size_t>(j)] < last_) post(j);
-      }
+      if (++step_[static_cast<std::size_t>(j)] < last_) post(j);
     }
     return Status::Ok();
   }
@@ -99,7 +99,7 @@ class Ring {
     return {blocks_.begin[static_cast<std::size_t>(b)] + in.begin, in.len};
   }
   std::byte* slot(int j) {
-    return scratch_.data() + static_cast<std::size_t>(j) * chunk_slot_ * elem_;
+    return scratch_.get() + static_cast<std::size_t>(j) * chunk_slot_ * elem_;
   }
 
   void post(int j) {
@@ -108,12 +108,11 @@ class Ring {
     const Range out = chunk(send_block(s), j);
     const Range in = chunk(recv_block(s), j);
     std::byte* dst = s < n_ - 1 ? slot(j) : data_ + in.begin * elem_;
-    left_in_step_[static_cast<std::size_t>(j)] = 2;
-    flow_.send(static_cast<std::uint64_t>(j) << 1, mod(r_ + 1, n_), tag, data_ + out.begin * elem_,
-               out.len * elem_);
-    flow_.recv((static_cast<std::uint64_t>(j) << 1) | 1, mod(r_ - 1, n_), tag, dst, in.len * elem_);
+    flow_.exchange(static_cast<std::uint64_t>(j), mod(r_ + 1, n_), tag, data_ + out.begin * elem_,
+                   out.len * elem_, mod(r_ - 1, n_), tag, dst, in.len * elem_);
   }
 
+  Group& group_;
   std::byte* data_;
   const Blocks& blocks_;
   std::size_t elem_;
@@ -123,9 +122,8 @@ class Ring {
   Flow flow_;
   int chunks_ = 1;
   std::size_t chunk_slot_ = 0;  // elements per scratch slot
-  std::vector<std::byte> scratch_;
-  std::vector<int> step_;          // by chunk: the step it is in
-  std::vector<int> left_in_step_;  // by chunk: transfers of that step not yet finished
+  std::unique_ptr<std::byte[]> scratch_;
+  std::vector<int> step_;  // by chunk: the step it is in
 };
 
 }  // namespace

@@ -1,12 +1,14 @@
 // Ring collectives over a Group, chunked and pipelined: reduce-scatter, allgather and allreduce
 // (reduce-scatter then allgather in one pass). Every block is split into chunks of about
 // kRingChunkBytes; each chunk runs its own ring (n-1 or 2(n-1) steps), and a chunk moves to its
-// next step as soon as its own transfers of this step finished (and, in reduce-scatter, its
-// received piece is reduced), so reductions overlap the transfers of the other chunks. Each
+// next step as soon as its own send and receive of this step finished (one Flow::exchange: the
+// collective thread wakes once per chunk and step, not once per transfer) and, in
+// reduce-scatter, its received piece is reduced, so reductions overlap the transfers of the
+// other chunks. Each
 // rank sends (n-1)/n of the data per phase: bandwidth-optimal.
 //
 // Buffers are the caller's (no flatten through a second buffer); reduce-scatter needs one
-// block of scratch. Calls follow Group's collective contract (same order on every rank, one
+// block of scratch (not zeroed). Calls follow Group's collective contract (same order on every rank, one
 // collective thread, blocking, error naming the ranks).
 #pragma once
 

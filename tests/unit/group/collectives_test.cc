@@ -5,10 +5,13 @@
 
 #include <future>
 #include <numeric>
+#include <thread>
 
+#include "integration/group/flow.h"
 #include "integration/group/group.h"
 #include "integration/group/ring.h"
 #include "integration/group/rooted.h"
+#include "integration/group/tags.h"
 #include "transport/bootstrap/in_memory_store.h"
 
 namespace tictac::group {
@@ -192,6 +195,61 @@ TEST_P(Coll, BadRootIsInvalidArgumentOnEveryRank) {
     const Status s = reduce(*groups_[r], &x, 1, 8, sum_i64, n(), 0);
     EXPECT_EQ(s.code(), StatusCode::invalid_argument);
     EXPECT_NE(s.message().find("root"), std::string::npos) << s.to_string();
+  }
+}
+
+// Flow::exchange: a send and a receive are one unit, handed back once, when both finished (the
+// ring's one wake-up per chunk and step). Rank 1 sends 300 ms late, so rank 0's own (eager) send
+// finishes long before its receive: the key must not come back before the data is in.
+// Counter-check: the same pair posted as plain send + recv comes back twice.
+TEST(FlowExchange, OneKeyPerPairAndTwoForPlainTransfers) {
+  bootstrap::InMemoryStore store;
+  auto groups = make_groups(store, 2);
+  for (auto& g : groups) ASSERT_TRUE(g);
+  std::vector<int> keys_seen(2, 0), plain_seen(2, 0);
+  std::vector<std::vector<std::int64_t>> got(2, std::vector<std::int64_t>(1000, 0));
+  on_all(2, [&](int r) -> Status {
+    Group& g = *groups[static_cast<std::size_t>(r)];
+    std::vector<std::int64_t> mine(1000);
+    for (std::size_t i = 0; i < mine.size(); ++i) mine[i] = value(r, i);
+    const int peer = 1 - r;
+    if (r == 1) std::this_thread::sleep_for(300ms);
+    {
+      Flow f(g, "exchange", kCollectivePriority);
+      f.exchange(7, peer, collective_tag(1, 0), mine.data(), mine.size() * 8, peer,
+                 collective_tag(1, 0), got[static_cast<std::size_t>(r)].data(), mine.size() * 8);
+      if (f.outstanding() != 1) return Status(StatusCode::internal, "an exchange is one unit");
+      while (f.outstanding() > 0) {
+        Result<std::uint64_t> k = f.next();
+        if (!k.ok()) return k.status();
+        if (*k != 7) return Status(StatusCode::internal, "wrong key");
+        ++keys_seen[static_cast<std::size_t>(r)];
+        for (std::size_t i = 0; i < mine.size(); ++i) {
+          if (got[static_cast<std::size_t>(r)][i] != value(peer, i)) {
+            return Status(StatusCode::internal, "rank " + std::to_string(r) +
+                                                    ": the unit came back before its receive "
+                                                    "finished (element " + std::to_string(i) + ")");
+          }
+        }
+      }
+    }
+    std::vector<std::int64_t> sink(1000);
+    Flow f(g, "plain", kCollectivePriority);
+    f.send(7, peer, collective_tag(2, 0), mine.data(), mine.size() * 8);
+    f.recv(7, peer, collective_tag(2, 0), sink.data(), sink.size() * 8);
+    while (f.outstanding() > 0) {
+      Result<std::uint64_t> k = f.next();
+      if (!k.ok()) return k.status();
+      ++plain_seen[static_cast<std::size_t>(r)];
+    }
+    return Status::Ok();
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(keys_seen[static_cast<std::size_t>(r)], 1) << "rank " << r;
+    EXPECT_EQ(plain_seen[static_cast<std::size_t>(r)], 2) << "rank " << r;
+    for (std::size_t i = 0; i < 1000; ++i) {
+      ASSERT_EQ(got[static_cast<std::size_t>(r)][i], value(1 - r, i)) << "rank " << r << " i " << i;
+    }
   }
 }
 
