@@ -31,6 +31,13 @@ TEST_P(Conformance, MessagesThatArrivedBeforeThePeerLeftAreStillDelivered) {
   b_->recv(ba_, 999, probe.region, 0, 16, rec.make("probe"));  // a never sends tag 999
   ASSERT_TRUE(b_->peer_name(ba_).ok());                        // the probe is posted
   a_->close();
+  // a has left: join runs every callback of a (the rendezvous send completes `cancelled`) while
+  // `rec` is alive. Without it, under ASan on a loaded machine, that callback ran in the fixture's
+  // teardown into the destroyed Recorder and the test hung (CI, 2026-12-04).
+  a_->join();
+  ASSERT_TRUE(rec.wait_label("rendezvous"));
+  EXPECT_EQ(rec.find("rendezvous").status.code(), StatusCode::cancelled)
+      << rec.find("rendezvous").status.to_string();
   ASSERT_TRUE(rec.wait_label("probe"));
   ASSERT_EQ(rec.find("probe").status.code(), StatusCode::connection_lost)
       << rec.find("probe").status.to_string();
@@ -75,6 +82,7 @@ TEST_P(Conformance, AMessageLeftByAPeerThatIsTooLargeForTheReceiveFailsThatRecei
   b_->recv(ba_, 999, probe.region, 0, 16, rec.make("probe"));
   ASSERT_TRUE(b_->peer_name(ba_).ok());
   a_->close();
+  a_->join();  // a has left, with every callback of its own run
   ASSERT_TRUE(rec.wait_label("probe"));
   Buffer small(1000), fits(300);
   b_->recv(ba_, 7, small.region, 0, 1000, rec.make("too-small"));
