@@ -19,6 +19,11 @@ namespace tictac::transport::testing {
 namespace {
 
 TEST(Limits, TooManyUnexpectedMessagesRefuseThePeerNamingTheLimit) {
+  // Declared before the contexts, so they outlive them: a send still in flight when the test
+  // ends completes on a loop thread during the contexts' destruction (TSan caught the Recorder
+  // going first, CI 2026-12-04).
+  Buffer src(64, 3, true);
+  Recorder rec;
   TransportConfig config = small_config();
   config.max_unexpected = 8;
   auto server = tcp_context("server", config);
@@ -31,8 +36,6 @@ TEST(Limits, TooManyUnexpectedMessagesRefuseThePeerNamingTheLimit) {
   Result<PeerId> from_client = server->accept(kWait);
   ASSERT_TRUE(from_client.ok());
 
-  Buffer src(64, 3, true);
-  Recorder rec;
   // Within the limit: 8 unexpected messages wait, then their receives take them.
   for (int i = 0; i < 8; ++i) client->send(*to_server, 10 + i, src.region, 0, 64, 0, rec.make("s"));
   ASSERT_TRUE(rec.wait(8));
