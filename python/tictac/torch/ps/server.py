@@ -81,7 +81,7 @@ class Server:
         st = ServerIterationStats(rank=ctx.rank, iter=it, t0_unix=to_unix(t0))
         # Every worker posts its receives, then says it is ready (both modes).
         sent = {info.index for info, *_ in self.pre_sent}
-        todo = [i for i in self.owned if i.index not in sent]
+        unsent = [i for i in self.owned if i.index not in sent]
         sends = self.pre_sent
         self.pre_sent = []
         readies = [(w, torch.zeros(1, dtype=torch.int64)) for w in self.workers]
@@ -91,13 +91,13 @@ class Server:
             # worker; the SendQueue orders them against what is already queued), not after the
             # slowest worker's ready message.
             for w in self._in_completion_order(readies, it):
-                sends = sends + self._send_params(it, todo, [w])
+                sends = sends + self._send_params(it, unsent, [w])
         else:
             # gloo baseline: no send priorities, so the only lever is posting every worker's sends
             # interleaved by position once all are ready (as before).
             for w, flag, work in readies:
                 self._check_ready(w, flag, work, it)
-            sends = sends + self._send_params(it, todo)
+            sends = sends + self._send_params(it, unsent)
         recvs, masks = [], []
         if self.eager:
             return self._eager_rest(it, st, t0, sends)
