@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import gc
 import json
 import os
 import sys
@@ -112,12 +113,19 @@ def main(argv=None) -> int:
             for it in range(a.iters):
                 for rs in everyone:
                     f.write(json.dumps(rs[it]) + "\n")
-    # Leave together: the first worker, still writing the results, once aborted in CI in gloo's
-    # teardown ("terminate called without an active exception", exit -6) while the other ranks
-    # had already torn the group down.
+    # Leave together, then leave without interpreter finalization. Twice in CI a rank aborted in
+    # gloo's teardown after its work was done ("terminate called without an active exception",
+    # exit -6): the DDP reducer keeps the process group alive past destroy_process_group(), so
+    # ProcessGroupGloo was destructed during interpreter finalization with its worker threads
+    # still joinable (known upstream: pytorch/pytorch#179291). Dropping the DDP wrapper first
+    # releases the group while Python is fully alive; os._exit then skips static destructors.
     dist.barrier()
+    del ddp, opt, model
+    gc.collect()
     dist.destroy_process_group()
-    return 0
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
