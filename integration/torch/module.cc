@@ -3,6 +3,7 @@
 // tictac-graph/1 graph. Registration with torch.distributed happens in tictac/torch/__init__.py.
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/utils/pybind.h>
 
 #include <string>
@@ -49,6 +50,24 @@ std::unordered_map<std::string, std::int64_t> schedule(const std::string& graph_
   return out;
 }
 
+// The process group a "tictac" group is: torch's ProcessGroup with the tictac backend for CPU and
+// CUDA tensors, named "tictac". torch names every ProcessGroup it builds around a plugin backend
+// "custom" (backendTypeToString(CUSTOM)), which DDP's logging data and error messages report; a
+// creator that returns a ProcessGroup is used as the group itself (distributed_c10d.py), so this
+// one reports its real name. Collectives dispatch through the base class as for any group.
+class TicTacProcessGroup final : public c10d::ProcessGroup {
+ public:
+  TicTacProcessGroup(const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+                     const c10::intrusive_ptr<c10d::Backend>& backend)
+      : c10d::ProcessGroup(store, rank, size) {
+    for (c10::DeviceType device : {c10::DeviceType::CPU, c10::DeviceType::CUDA}) {
+      setBackend(device, BackendType::CUSTOM, backend);
+    }
+    setDefaultBackend(BackendType::CUSTOM);
+  }
+  const std::string getBackendName() const override { return "tictac"; }
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -63,6 +82,17 @@ PYBIND11_MODULE(_C, m) {
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
       py::arg("group_name") = "", py::call_guard<py::gil_scoped_release>(),
       "Joins the group: exchanges addresses through `store` and connects to every rank.");
+  m.def(
+      "create_process_group",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+         std::chrono::milliseconds timeout,
+         const std::string& group_name) -> c10::intrusive_ptr<c10d::ProcessGroup> {
+        auto backend = c10::make_intrusive<TicTacBackend>(store, rank, size, timeout, group_name);
+        return c10::make_intrusive<TicTacProcessGroup>(store, rank, size, backend);
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+      py::arg("group_name") = "", py::call_guard<py::gil_scoped_release>(),
+      "create_backend wrapped in a ProcessGroup named \"tictac\" (what torch.distributed gets).");
   m.def(
       "set_priorities",
       [](const c10::intrusive_ptr<c10d::Backend>& b,

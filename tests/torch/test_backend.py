@@ -294,3 +294,39 @@ def test_schedule_binding_runs_tic_and_rejects_bad_graphs():
     with pytest.raises(ValueError, match="unknown input"):
         tt.schedule({"format": "tictac-graph/1",
                      "ops": [{"name": "a", "kind": "compute", "inputs": ["x"], "time": 1}]}, "tic")
+
+
+def _group_names(rank, world):
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    world_pg = dist.group.WORLD
+    sub = dist.new_group(list(range(world)), backend="tictac")
+    ddp = DDP(torch.nn.Linear(3, 2))
+    ddp(torch.ones(2, 3)).sum().backward()
+    # Counter-check: a plugin group built the way torch builds it around a Backend (what the
+    # creator returned before) is named "custom"; the names above must come from our group.
+    plain = dist.ProcessGroup(dist.distributed_c10d._get_default_store(), rank, world)
+    return {
+        "world": world_pg._get_backend_name(),
+        "sub": sub._get_backend_name(),
+        "get_backend": dist.get_backend(),
+        "ddp": ddp._get_ddp_logging_data().get("backend_name"),
+        "is_tictac": tictac.torch.is_tictac(),
+        "plain_custom": (plain._register_backend(torch.device("cpu"), dist.ProcessGroup.BackendType.CUSTOM,
+                                                 world_pg._get_backend(torch.device("cpu"))),
+                         plain._set_default_backend(dist.ProcessGroup.BackendType.CUSTOM),
+                         plain._get_backend_name())[-1],
+    }
+
+
+def test_group_reports_its_name_as_tictac_to_torch_and_ddp():
+    """torch names the ProcessGroup it wraps around a plugin Backend "custom" (DDP's logging data
+    and error messages say so); the tictac creator returns its own ProcessGroup named "tictac"."""
+    res = run_ranks(_group_names, world=2)
+    for r in range(2):
+        got = res[r]
+        assert got["world"] == got["sub"] == got["get_backend"] == got["ddp"] == "tictac", got
+        assert got["is_tictac"], got
+        assert got["plain_custom"] == "custom", got

@@ -54,7 +54,9 @@ def _create_backend(dist_opts, backend_options):  # called by torch.distributed
         timeout_ms = int(timeout.total_seconds() * 1000)
     else:  # pragma: no cover - torch always passes a timedelta
         timeout_ms = int(timeout)
-    return _ext().create_backend(
+    # A whole ProcessGroup, not a Backend: torch then uses it as the group, and it reports its
+    # name as "tictac" (torch names the groups it wraps around plugin backends "custom").
+    return _ext().create_process_group(
         dist_opts.store,
         dist_opts.group_rank,
         dist_opts.group_size,
