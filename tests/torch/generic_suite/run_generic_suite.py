@@ -269,6 +269,10 @@ CONFIRMED_ISSUE_15 = [
     "test_DistributedDataParallelCPU", "test_DistributedDataParallelCPU_grad_is_view",
     "test_DistributedDataParallel_requires_grad", "test_static_graph_api_cpu",
     "test_ddp_logging_data_cpu",
+    # Confirmed at WORLD_SIZE=2 in the full default run of 2026-12-04 (62 passed, 0 failed).
+    "test_all_gather_coalesced_full_group", "test_reduce_min", "test_reduce_product",
+    "test_reduce_full_group_sum", "test_reduce_full_group_max", "test_reduce_full_group_product",
+    "test_gather_full_group", "test_scatter_full_group", "test_ddp_create_graph",
 ]
 EXPECTED_PASS = [
     n for n in SELECTED[: SELECTED.index("test_all_gather_coalesced_with_empty") + 1]
