@@ -98,7 +98,7 @@ void Connection::send(Request* req) {
   }
   if (one_chunk) {
     // One frame: the ANNOUNCE waits in the message's priority lane and carries the data.
-    m.inline_pending = true;
+    m.state = OutState::inline_waiting;
     last_inline_priority_ = req->priority();
     out_.emplace(msg_id, m);
     inline_pending_.insert(msg_id);
@@ -129,7 +129,7 @@ void Connection::announce_pending_upto(std::uint64_t msg_id) {
     const std::uint64_t id = *inline_pending_.begin();
     inline_pending_.erase(inline_pending_.begin());
     OutMsg& m = out_.at(id);
-    m.inline_pending = false;
+    set_out_state(id, m, OutState::queued);
     m.control_id = next_control_id_;
     push_control(announce_header(id, m));  // its data follows as a plain DATA frame
   }
@@ -182,15 +182,14 @@ void Connection::post_chunk(const Chunk& chunk) {
     s.control_id = chunk.message;
     if (h.type == FrameType::announce) {
       auto o = out_.find(h.msg_id);
-      if (o != out_.end()) {
-        o->second.announced = true;
-        if (h.total == 0) o->second.all_popped = true;
+      if (o != out_.end() && h.total == 0 && o->second.state == OutState::queued) {
+        set_out_state(h.msg_id, o->second, OutState::all_handed);  // the ANNOUNCE is all of it
       }
     }
   } else {
     auto it = out_.find(chunk.message);
     TICTAC_CHECK(it != out_.end(), "data chunk of unknown message " << chunk.message);
-    if (it->second.inline_pending) {
+    if (it->second.state == OutState::inline_waiting) {
       OutMsg& m = it->second;
       TICTAC_CHECK(chunk.offset == 0 && chunk.last,
                    "inline message " << chunk.message << " cut in chunks");
@@ -198,8 +197,6 @@ void Connection::post_chunk(const Chunk& chunk) {
                    "inline message " << chunk.message << " left before the older inline message "
                                      << *inline_pending_.begin());
       inline_pending_.erase(chunk.message);
-      m.inline_pending = false;
-      m.announced = true;
       h = announce_header(chunk.message, m);
       h.flags |= wire::kFlagInline;
       h.length = static_cast<std::uint32_t>(chunk.length);
@@ -216,7 +213,8 @@ void Connection::post_chunk(const Chunk& chunk) {
     OutMsg& m = out_.at(chunk.message);
     payload = m.req->data() + chunk.offset;
     ++m.chunks_out;
-    if (chunk.last) m.all_popped = true;
+    if (chunk.last && m.state != OutState::cancelling)
+      set_out_state(chunk.message, m, OutState::all_handed);
     if (m.req->state() == RequestState::queued) m.req->set_state(RequestState::posted);
   }
   post_frame(h, payload, s);
@@ -242,9 +240,9 @@ void Connection::on_sent(std::uint64_t cookie) {
     if (o != out_.end()) {
       OutMsg& m = o->second;
       --m.chunks_out;
-      if (m.chunks_out == 0 && m.cancelling) {
+      if (m.chunks_out == 0 && m.state == OutState::cancelling) {
         finish_out(s.chunk.message, Status(StatusCode::cancelled, "send cancelled"));
-      } else if (m.chunks_out == 0 && m.all_popped) {
+      } else if (m.chunks_out == 0 && m.state == OutState::all_handed) {
         finish_out(s.chunk.message, Status::Ok());
       }
     }
@@ -265,6 +263,17 @@ void Connection::on_writable() {
   host_.schedule_pump(queue_);
 }
 
+void Connection::set_out_state(std::uint64_t msg_id, OutMsg& m, OutState to) {
+  const OutState from = m.state;
+  const bool allowed = (to == OutState::queued && from == OutState::inline_waiting) ||
+                       (to == OutState::all_handed &&
+                        (from == OutState::inline_waiting || from == OutState::queued)) ||
+                       (to == OutState::cancelling && from == OutState::queued);
+  TICTAC_CHECK(allowed, "send " << msg_id << ": state " << static_cast<int>(from) << " -> "
+                                << static_cast<int>(to) << " is not a transition");
+  m.state = to;
+}
+
 void Connection::finish_out(std::uint64_t msg_id, const Status& status) {
   auto it = out_.find(msg_id);
   Request* req = it->second.req;
@@ -276,18 +285,21 @@ bool Connection::cancel(Request* req) {
   if (req->kind() == RequestKind::send) {
     for (auto& [msg_id, m] : out_) {
       if (m.req != req) continue;
-      if (m.cancelling || m.all_popped) return true;  // too late or already on its way out
+      if (m.state == OutState::cancelling || m.state == OutState::all_handed) {
+        return true;  // already cancelling, or too late: on its way out
+      }
       const std::uint64_t id = msg_id;
       // Even a send whose ANNOUNCE has not left yet is announced and then aborted: the receiver
       // counts every message id and tag for its adverts, so none may silently disappear. (The
       // receiver returns an aborted eager message's credit.)
       (void)queue_.remove(id_, id);
-      if (m.inline_pending) announce_pending_upto(id);  // announced now (then aborted)
+      if (m.state == OutState::inline_waiting)
+        announce_pending_upto(id);  // announced now (then aborted)
       Header a;
       a.type = FrameType::abort;
       a.msg_id = id;
       push_control(a);
-      m.cancelling = true;
+      set_out_state(id, m, OutState::cancelling);
       if (m.chunks_out == 0) finish_out(id, Status(StatusCode::cancelled, "send cancelled"));
       return true;
     }

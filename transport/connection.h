@@ -31,10 +31,10 @@
 // the Core never matches or hands it out. With TICTAC_AUTH_MAC negotiated in the handshake, every
 // frame after the last AUTH frame travels behind a MAC frame carrying its tag (frame_mac.h); a
 // missing, wrong, replayed or reordered tag is a protocol_error "frame authentication failed"
-// raised in on_header, before anything of that frame is acted on. Every incoming frame is validated against this state; a
-// violation is a protocol_error that fails the connection. Loop-thread only. Owned by the Core; the
-// Request objects it points to are owned by the Core and released only through
-// ConnectionHost::finish().
+// raised in on_header, before anything of that frame is acted on. Every incoming frame is validated
+// against this state; a violation is a protocol_error that fails the connection. Loop-thread only.
+// Owned by the Core; the Request objects it points to are owned by the Core and released only
+// through ConnectionHost::finish().
 #pragma once
 
 #include <cstdint>
@@ -130,14 +130,21 @@ class Connection final : public EndpointSink {
   void on_failed(const Status& status) override;
 
  private:
+  // Where an outgoing message is. Transitions (each made by set_out_state, which checks them):
+  //   send():                       -> inline_waiting (one-frame eager/claimed) | queued
+  //   announce_pending_upto():      inline_waiting -> queued (ANNOUNCE moved to the control lane)
+  //   post_chunk(its inline frame): inline_waiting -> all_handed
+  //   post_chunk(last DATA chunk, or the ANNOUNCE of a 0-byte message): queued -> all_handed
+  //   cancel():                     queued -> cancelling (inline_waiting is first announced on
+  //                                 the control lane: -> queued; all_handed: too late)
+  // It leaves out_ (finish_out) from all_handed when no chunk is in flight (OK), or from
+  // cancelling when none is (cancelled); from any state when the connection fails.
+  enum class OutState : std::uint8_t { inline_waiting, queued, all_handed, cancelling };
   struct OutMsg {
     Request* req = nullptr;
+    OutState state = OutState::queued;
     std::uint64_t control_id = 0;  // its ANNOUNCE on the control lane
     bool eager = false;            // data follows the ANNOUNCE without READY (eager or claimed)
-    bool announced = false;        // ANNOUNCE handed to the backend
-    bool all_popped = false;       // every chunk handed to the backend
-    bool cancelling = false;
-    bool inline_pending = false;   // its ANNOUNCE waits to travel with its data (kFlagInline)
     std::uint8_t flags = 0;        // kFlagEager / kFlagClaimed (0: rendezvous)
     std::uint64_t claim = 0;       // the advert claimed (kFlagClaimed)
     std::uint32_t chunks_out = 0;  // handed over, not yet sent
@@ -209,6 +216,8 @@ class Connection final : public EndpointSink {
   void return_credit(std::uint64_t bytes);
   // Sends the credit owed to the peer as one CREDIT frame (nothing when none is owed).
   void flush_credit();
+  // Moves `m` to `to`; a transition not listed at OutState is a bug (TICTAC_CHECK).
+  static void set_out_state(std::uint64_t msg_id, OutMsg& m, OutState to);
   void finish_out(std::uint64_t msg_id, const Status& status);
   Status peer_status(StatusCode code, const std::string& what) const;
 

@@ -261,7 +261,7 @@ void Connection::flush_credit() {
 
 void Connection::handle_ready(const Header& h) {
   auto it = out_.find(h.msg_id);
-  if (it == out_.end() || it->second.cancelling) return;  // cancelled meanwhile
+  if (it == out_.end() || it->second.state == OutState::cancelling) return;  // cancelled meanwhile
   OutMsg& m = it->second;
   if (m.req->length() == 0) {
     finish_out(h.msg_id, Status::Ok());
@@ -273,7 +273,7 @@ void Connection::handle_ready(const Header& h) {
 
 void Connection::handle_reject(const Header& h) {
   auto it = out_.find(h.msg_id);
-  if (it == out_.end() || it->second.cancelling) return;
+  if (it == out_.end() || it->second.state == OutState::cancelling) return;
   finish_out(h.msg_id, peer_status(static_cast<StatusCode>(h.aux),
                                    "the receiver refused message " + std::to_string(h.msg_id) +
                                        " (tag " + std::to_string(it->second.req->tag()) +
