@@ -1,5 +1,6 @@
 #include "transport/progress_engine.h"
 
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -42,7 +43,11 @@ Result<std::unique_ptr<ProgressEngine>> ProgressEngine::create(Mode mode, std::c
   }
   std::unique_ptr<ProgressEngine> engine(new ProgressEngine(mode, epfd, evfd, spin));
   if (mode == Mode::thread) {
-    engine->thread_ = std::thread([e = engine.get()] { e->run(); });
+    engine->thread_ = std::thread([e = engine.get()] {
+      // Named so that top -H, perf and /proc/<pid>/task/*/comm show which thread is the loop.
+      ::pthread_setname_np(::pthread_self(), "tictac-loop");
+      e->run();
+    });
   }
   return engine;
 }

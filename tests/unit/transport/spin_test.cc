@@ -2,7 +2,10 @@
 // TICTAC_SPIN_US parsing, and the ProgressEngine's spin phase in manual mode (pollers, inbox,
 // posts from the loop thread). No timing asserts: outcomes are counts and the spin statistics.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
+#include <future>
+#include <string>
 #include <thread>
 
 #include "transport/progress_engine.h"
@@ -166,6 +169,20 @@ TEST(ProgressEngineSpin, PostFromAnotherThreadWakesASleepingLoop) {
   EXPECT_EQ(e->progress(std::chrono::seconds(100)), 1u);
   poster.join();
   EXPECT_TRUE(ran);
+}
+
+TEST(ProgressEngineThread, TheLoopThreadIsNamedTictacLoop) {
+  auto e = ProgressEngine::create(ProgressEngine::Mode::thread, microseconds(0));
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  std::promise<std::string> name;
+  (*e)->post([&] {
+    char buf[16] = {};
+    ::pthread_getname_np(::pthread_self(), buf, sizeof buf);
+    name.set_value(buf);
+  });
+  std::future<std::string> got = name.get_future();
+  ASSERT_EQ(got.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  EXPECT_EQ(got.get(), "tictac-loop");
 }
 
 }  // namespace
