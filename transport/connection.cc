@@ -274,6 +274,18 @@ void Connection::set_out_state(std::uint64_t msg_id, OutMsg& m, OutState to) {
   m.state = to;
 }
 
+void Connection::set_in_sink(std::uint64_t msg_id, InMsg& m, InSink to) {
+  const InSink from = m.sink;
+  const bool allowed = (from == InSink::unmatched && to != InSink::unmatched) ||
+                       (from == InSink::receive && to == InSink::discard);
+  const bool bound = to == InSink::receive || to == InSink::exported;
+  TICTAC_CHECK(allowed && bound == (m.recv != nullptr),
+               "receive of message " << msg_id << ": sink " << static_cast<int>(from) << " -> "
+                                     << static_cast<int>(to) << " is not a transition"
+                                     << (bound == (m.recv != nullptr) ? "" : " (recv mismatch)"));
+  m.sink = to;
+}
+
 void Connection::finish_out(std::uint64_t msg_id, const Status& status) {
   auto it = out_.find(msg_id);
   Request* req = it->second.req;
@@ -307,7 +319,7 @@ bool Connection::cancel(Request* req) {
   }
   for (auto& [msg_id, m] : in_) {
     if (m.recv != req) continue;
-    if (m.exported) {
+    if (m.sink == InSink::exported) {
       // The peer may be writing into the buffer right now (zero-copy): it is ours again only
       // once the message landed or was aborted.
       m.cancel_pending = true;
@@ -318,7 +330,7 @@ bool Connection::cancel(Request* req) {
       return true;
     }
     m.recv = nullptr;
-    m.discard = true;
+    set_in_sink(msg_id, m, InSink::discard);
     host_.finish(req, Status(StatusCode::cancelled, "receive cancelled"), 0, id_);
     return true;
   }
@@ -387,7 +399,8 @@ void Connection::fail(const Status& status) {
   for (auto& [msg_id, m] : in_) {
     if (m.recv != nullptr) {
       reqs.push_back(m.recv);
-    } else if (!m.discard && m.eager && m.received == m.total && !m.frame_in_progress) {
+    } else if (m.sink == InSink::unmatched && m.eager && m.received == m.total &&
+               !m.frame_in_progress) {
       // Arrived whole, no receive yet: still deliverable (the bytes of a closed socket are).
       host_.keep_arrived(*this, msg_id, m.tag, m.total, std::move(m.pool));
     }

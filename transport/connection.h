@@ -149,6 +149,17 @@ class Connection final : public EndpointSink {
     std::uint64_t claim = 0;       // the advert claimed (kFlagClaimed)
     std::uint32_t chunks_out = 0;  // handed over, not yet sent
   };
+  // Where an incoming message's bytes go. Transitions (set_in_sink checks them; `recv` is set
+  // exactly in receive and exported):
+  //   ANNOUNCE:        unmatched (no receive yet: eager bytes land in `pool`, rendezvous waits)
+  //   bind_in():       unmatched -> receive | exported (rendezvous whose buffer the backend lets
+  //                    the peer write, zero-copy) | discard (eager, the receive is too small)
+  //   cancel():        receive -> discard (at once, or in handle_data when a chunk was landing:
+  //                    cancel_pending); an exported receive stays exported with cancel_pending
+  //                    until the message has landed (settle_in completes it as cancelled)
+  // It leaves in_ when settled (all bytes in and a receive or discard), aborted by the sender,
+  // refused (a rendezvous receive too small), or when the connection fails.
+  enum class InSink : std::uint8_t { unmatched, receive, exported, discard };
   struct InMsg {
     Tag tag = 0;
     std::uint64_t total = 0;
@@ -158,10 +169,9 @@ class Connection final : public EndpointSink {
     Request* recv = nullptr;            // bound receive
     std::unique_ptr<std::byte[]> pool;  // eager bytes of an unexpected message
     std::uint64_t received = 0;
-    bool discard = false;            // receive gone (cancelled/too small): drop the bytes
-    bool frame_in_progress = false;  // a DATA payload is landing in recv's buffer
-    bool cancel_pending = false;     // cancel() arrived while it was landing
-    bool exported = false;           // the backend lets the peer write into recv's buffer
+    InSink sink = InSink::unmatched;
+    bool frame_in_progress = false;  // a DATA payload is landing (in recv's buffer or the pool)
+    bool cancel_pending = false;     // cancel() arrived while it was landing / while exported
   };
   struct ControlFrame {
     wire::Header header;
@@ -218,6 +228,8 @@ class Connection final : public EndpointSink {
   void flush_credit();
   // Moves `m` to `to`; a transition not listed at OutState is a bug (TICTAC_CHECK).
   static void set_out_state(std::uint64_t msg_id, OutMsg& m, OutState to);
+  // Moves `m` to `to` (set `m.recv` first); a transition not listed at InSink is a bug.
+  static void set_in_sink(std::uint64_t msg_id, InMsg& m, InSink to);
   void finish_out(std::uint64_t msg_id, const Status& status);
   Status peer_status(StatusCode code, const std::string& what) const;
 

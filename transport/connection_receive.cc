@@ -47,7 +47,7 @@ Result<Destination> Connection::on_header(const Header& h) {
   } else if ((h.type == FrameType::data || h.type == FrameType::announce) && h.length > 0) {
     InMsg& m = in_.at(h.msg_id);
     const std::uint64_t at = h.type == FrameType::data ? h.offset : 0;  // inline: offset = claim
-    if (m.discard) {
+    if (m.sink == InSink::discard) {
       d.discard = true;
     } else if (m.recv != nullptr) {
       d.data = m.recv->data() + at;
@@ -171,7 +171,7 @@ void Connection::bind_in(std::uint64_t msg_id, InMsg& m, Request* req) {
                                std::to_string(req->length()) + " bytes");
     host_.finish(req, too_small, 0, id_);
     if (m.eager) {
-      m.discard = true;
+      set_in_sink(msg_id, m, InSink::discard);
       m.pool.reset();
       if (m.received == m.total) settle_in(msg_id);
     } else {
@@ -185,13 +185,15 @@ void Connection::bind_in(std::uint64_t msg_id, InMsg& m, Request* req) {
     return;
   }
   m.recv = req;
+  const bool exported =
+      !m.eager && m.total > 0 && endpoint_->export_destination(msg_id, req->data(), m.total);
+  set_in_sink(msg_id, m, exported ? InSink::exported : InSink::receive);
   req->set_state(RequestState::posted);
   if (!m.frame_in_progress) {  // else the chunk landing in the pool now is copied when it is done
     if (m.pool && m.received > 0) std::memcpy(req->data(), m.pool.get(), m.received);
     m.pool.reset();
   }
   if (!m.eager) {
-    m.exported = m.total > 0 && endpoint_->export_destination(msg_id, req->data(), m.total);
     Header r;
     r.type = FrameType::ready;
     r.msg_id = msg_id;
@@ -206,10 +208,10 @@ void Connection::handle_data(const Header& h) {
   InMsg& m = in_.at(h.msg_id);
   m.received += h.length;
   m.frame_in_progress = false;
-  if (m.cancel_pending && !m.exported) {
+  if (m.cancel_pending && m.sink == InSink::receive) {
     Request* req = m.recv;
     m.recv = nullptr;
-    m.discard = true;
+    set_in_sink(h.msg_id, m, InSink::discard);
     m.cancel_pending = false;
     m.pool.reset();
     host_.finish(req, Status(StatusCode::cancelled, "receive cancelled"), 0, id_);
@@ -224,7 +226,7 @@ void Connection::handle_data(const Header& h) {
 void Connection::settle_in(std::uint64_t msg_id) {
   auto it = in_.find(msg_id);
   InMsg& m = it->second;
-  if (m.recv == nullptr && !m.discard) return;  // unexpected and complete: waits for its receive
+  if (m.sink == InSink::unmatched) return;  // unexpected and complete: waits for its receive
   Request* req = m.recv;
   const std::uint64_t total = m.total;
   const std::uint64_t credit = m.credit;
@@ -286,7 +288,7 @@ void Connection::handle_abort(const Header& h) {
   InMsg& m = it->second;
   Request* req = m.recv;
   const std::uint64_t credit = m.credit;
-  if (req == nullptr && !m.discard) host_.forget_message(*this, h.msg_id);
+  if (m.sink == InSink::unmatched) host_.forget_message(*this, h.msg_id);
   in_.erase(it);
   if (credit > 0) return_credit(credit);
   if (req != nullptr) {

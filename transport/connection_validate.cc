@@ -1,8 +1,7 @@
 // Connection: checks every frame of an established connection against the protocol state.
-#include "transport/connection.h"
-
 #include <string>
 
+#include "transport/connection.h"
 #include "transport/wire.h"
 
 namespace tictac::transport {
@@ -13,11 +12,12 @@ using wire::Header;
 Status Connection::validate(const Header& h) {
   if (state_ == State::handshaking) return validate_handshake(h);
   if ((h.flags & wire::kFlagCredit) != 0 && send_credit_ + h.aux > peer_.eager_bytes) {
-    return peer_status(StatusCode::protocol_error, std::string(wire::to_string(h.type)) + " returns " +
-                                                       std::to_string(h.aux) +
-                                                       " bytes of credit, more than the pool it advertised");
+    return peer_status(StatusCode::protocol_error,
+                       std::string(wire::to_string(h.type)) + " returns " + std::to_string(h.aux) +
+                           " bytes of credit, more than the pool it advertised");
   }
-  const std::uint8_t kind = h.flags & static_cast<std::uint8_t>(~(wire::kFlagCredit | wire::kFlagInline));
+  const std::uint8_t kind =
+      h.flags & static_cast<std::uint8_t>(~(wire::kFlagCredit | wire::kFlagInline));
   switch (h.type) {
     case FrameType::auth:
       return peer_status(StatusCode::protocol_error, "AUTH frame after the handshake");
@@ -46,7 +46,7 @@ Status Connection::validate(const Header& h) {
                            "DATA for unknown message " + std::to_string(h.msg_id));
       }
       const InMsg& m = it->second;
-      if (!m.eager && m.recv == nullptr && !m.discard) {
+      if (!m.eager && m.sink == InSink::unmatched) {
         return peer_status(StatusCode::protocol_error,
                            "DATA for message " + std::to_string(h.msg_id) + " before READY");
       }
@@ -66,24 +66,27 @@ Status Connection::validate(const Header& h) {
       if (it == out_.end()) {
         if (h.msg_id != 0 && h.msg_id < next_msg_id_) return Status::Ok();  // cancelled meanwhile
         return peer_status(StatusCode::protocol_error, std::string(wire::to_string(h.type)) +
-                                                           " for unknown message " + std::to_string(h.msg_id));
+                                                           " for unknown message " +
+                                                           std::to_string(h.msg_id));
       }
       if (it->second.eager) {
         return peer_status(StatusCode::protocol_error, std::string(wire::to_string(h.type)) +
-                                                           " for eager message " + std::to_string(h.msg_id));
+                                                           " for eager message " +
+                                                           std::to_string(h.msg_id));
       }
       return Status::Ok();
     }
     case FrameType::credit:
       if (send_credit_ + h.total > peer_.eager_bytes) {
-        return peer_status(StatusCode::protocol_error,
-                           "CREDIT of " + std::to_string(h.total) + " bytes exceeds the pool it advertised");
+        return peer_status(StatusCode::protocol_error, "CREDIT of " + std::to_string(h.total) +
+                                                           " bytes exceeds the pool it advertised");
       }
       return Status::Ok();
     case FrameType::abort:
       if (h.msg_id == 0 || h.msg_id > last_in_msg_id_) {
-        return peer_status(StatusCode::protocol_error,
-                           "ABORT for message " + std::to_string(h.msg_id) + " that was never announced");
+        return peer_status(
+            StatusCode::protocol_error,
+            "ABORT for message " + std::to_string(h.msg_id) + " that was never announced");
       }
       return Status::Ok();
     case FrameType::heartbeat:
@@ -95,9 +98,9 @@ Status Connection::validate(const Header& h) {
                                                            std::to_string(last_advert_in_));
       }
       if (h.offset >= next_msg_id_) {
-        return peer_status(StatusCode::protocol_error,
-                           "ADVERT says the peer saw message " + std::to_string(h.offset) +
-                               ", which was never sent");
+        return peer_status(StatusCode::protocol_error, "ADVERT says the peer saw message " +
+                                                           std::to_string(h.offset) +
+                                                           ", which was never sent");
       }
       if (adverts_in_count_ >= wire::kMaxAdvertsOutstanding) {
         return peer_status(StatusCode::protocol_error,
