@@ -64,6 +64,7 @@ bool Connection::has_capacity() const {
 // Sending
 
 void Connection::send(Request* req) {
+  check_loop_thread("send");
   if (state_ == State::failed) {
     host_.finish(req, terminal_, 0, id_);
     return;
@@ -168,6 +169,7 @@ void Connection::post_frame(Header h, const std::byte* payload, const Sent& s) {
 }
 
 void Connection::post_chunk(const Chunk& chunk) {
+  check_loop_thread("post_chunk");
   if (state_ == State::failed) return;
   Header h;
   const std::byte* payload = nullptr;
@@ -221,6 +223,7 @@ void Connection::post_chunk(const Chunk& chunk) {
 }
 
 void Connection::on_sent(std::uint64_t cookie) {
+  check_loop_thread("on_sent");
   auto it = sent_.find(cookie);
   if (it == sent_.end()) return;
   const Sent s = it->second;
@@ -251,6 +254,7 @@ void Connection::on_sent(std::uint64_t cookie) {
 }
 
 void Connection::on_writable() {
+  check_loop_thread("on_writable");
   if (stashed_ && state_ != State::failed) {
     Status st = endpoint_->post(stashed_->header, stashed_->payload, stashed_->cookie);
     if (st.code() == StatusCode::resource_exhausted) return;  // the next on_writable retries
@@ -261,6 +265,11 @@ void Connection::on_writable() {
     }
   }
   host_.schedule_pump(queue_);
+}
+
+void Connection::check_loop_thread(const char* entry) const {
+  TICTAC_CHECK(host_.on_loop_thread(),
+               "Connection::" << entry << " of " << describe() << " called off the loop thread");
 }
 
 void Connection::set_out_state(std::uint64_t msg_id, OutMsg& m, OutState to) {
@@ -294,6 +303,7 @@ void Connection::finish_out(std::uint64_t msg_id, const Status& status) {
 }
 
 bool Connection::cancel(Request* req) {
+  check_loop_thread("cancel");
   if (req->kind() == RequestKind::send) {
     for (auto& [msg_id, m] : out_) {
       if (m.req != req) continue;
@@ -341,6 +351,7 @@ bool Connection::cancel(Request* req) {
 // Liveness and failure
 
 void Connection::watchdog(Clock::time_point now) {
+  check_loop_thread("watchdog");
   if (state_ == State::failed) return;
   if (state_ == State::handshaking) {
     const auto limit = std::min(config_.timeout, config_.handshake_timeout);
@@ -369,6 +380,7 @@ void Connection::watchdog(Clock::time_point now) {
 }
 
 void Connection::on_failed(const Status& status) {
+  check_loop_thread("on_failed");
   if (refusing_) {  // e.g. the peer read our refusal and hung up first: ours is the real cause
     fail(refusal_);
     return;
@@ -379,6 +391,7 @@ void Connection::on_failed(const Status& status) {
 }
 
 void Connection::fail(const Status& status) {
+  check_loop_thread("fail");
   if (state_ == State::failed) return;
   state_ = State::failed;
   terminal_ = status;

@@ -79,6 +79,8 @@ class ConnectionHost {
   virtual void schedule_pump(SendQueue& queue) = 0;
   // Messages of `conn` announced and not matched yet.
   virtual std::size_t unexpected_count(const Connection& conn) const = 0;
+  // True on the thread that runs the transport's loop (Connection checks it at every entry).
+  virtual bool on_loop_thread() const = 0;
 };
 
 class Connection final : public EndpointSink {
@@ -232,6 +234,8 @@ class Connection final : public EndpointSink {
   static void set_in_sink(std::uint64_t msg_id, InMsg& m, InSink to);
   void finish_out(std::uint64_t msg_id, const Status& status);
   Status peer_status(StatusCode code, const std::string& what) const;
+  // Every entry point's first line: all Connection state belongs to the loop thread.
+  void check_loop_thread(const char* entry) const;
 
   const PeerId id_;
   std::unique_ptr<Endpoint> endpoint_;

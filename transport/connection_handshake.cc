@@ -16,6 +16,7 @@ using wire::FrameType;
 using wire::Header;
 
 void Connection::start(const std::optional<std::string>& auth_token) {
+  check_loop_thread("start");
   endpoint_->start(this);
   auth::HandshakeConfig hc;
   hc.role = initiator_ ? auth::Role::initiator : auth::Role::acceptor;

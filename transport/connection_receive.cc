@@ -16,6 +16,7 @@ using wire::FrameType;
 using wire::Header;
 
 Result<Destination> Connection::on_header(const Header& h) {
+  check_loop_thread("on_header");
   last_rx_ = Clock::now();
   Destination d;
   if (refusing_) {  // the refusal is on its way out; whatever the peer says now is dropped
@@ -61,6 +62,7 @@ Result<Destination> Connection::on_header(const Header& h) {
 }
 
 void Connection::on_frame(const Header& h) {
+  check_loop_thread("on_frame");
   last_rx_ = Clock::now();
   if (refusing_) return;
   switch (h.type) {
@@ -157,6 +159,7 @@ Status Connection::accept_announce(const Header& h) {
 }
 
 void Connection::bind(std::uint64_t msg_id, Request* req) {
+  check_loop_thread("bind");
   auto it = in_.find(msg_id);
   TICTAC_CHECK(it != in_.end(), "bind to unknown message " << msg_id);
   bind_in(msg_id, it->second, req);

@@ -495,6 +495,11 @@ bool Core::device_memory_ok(PeerId peer) const {
   return false;
 }
 
+bool Core::on_loop_thread() const {
+  // Manual mode: whoever calls progress() is the loop thread for that call (tests drive it).
+  return engine_.mode() == ProgressEngine::Mode::manual || engine_.on_loop_thread();
+}
+
 std::size_t Core::unexpected_count(const Connection& conn) const {
   return matcher_.unexpected_from(conn.id());
 }

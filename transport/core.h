@@ -69,6 +69,7 @@ class Core final : public ConnectionHost, public CudaPathHost {
   void connection_failed(Connection& conn, const Status& status) override;
   void schedule_pump(SendQueue& queue) override;
   std::size_t unexpected_count(const Connection& conn) const override;
+  bool on_loop_thread() const override;
 
   // --- CudaPathHost ---
   void submit_inner(std::unique_ptr<Request> req) override;
