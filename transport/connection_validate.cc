@@ -1,7 +1,8 @@
 // Connection: checks every frame of an established connection against the protocol state.
+#include "transport/connection.h"
+
 #include <string>
 
-#include "transport/connection.h"
 #include "transport/wire.h"
 
 namespace tictac::transport {
