@@ -215,8 +215,9 @@ void Connection::post_chunk(const Chunk& chunk) {
     OutMsg& m = out_.at(chunk.message);
     payload = m.req->data() + chunk.offset;
     ++m.chunks_out;
-    if (chunk.last && m.state != OutState::cancelling)
+    if (chunk.last && m.state != OutState::cancelling) {
       set_out_state(chunk.message, m, OutState::all_handed);
+    }
     if (m.req->state() == RequestState::queued) m.req->set_state(RequestState::posted);
   }
   post_frame(h, payload, s);
