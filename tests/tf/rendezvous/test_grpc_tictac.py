@@ -154,14 +154,17 @@ def test_ps_sends_in_tic_order(runs):
     print("out_of_order after step 1: tic", late["tic"], "fifo", late["fifo"], "; in step 1: tic",
           tic["after_step1"]["out_of_order"], "fifo", fifo["after_step1"]["out_of_order"], flush=True)
     assert late["tic"] == 0, (late, tic, fifo)
-    # counter-check: without priorities TF's own fetch order (not forward) reaches the wire
-    assert late["fifo"] >= 3, (late, tic, fifo)
+    # counter-check: without priorities TF's own fetch order (not forward) reaches the wire. Counted
+    # over all steps: how far TF's order strays varies with the load (after step 1: 6-7 on an idle
+    # machine, 2 once in CI; over all steps 9-10 and 5). Step 1 is left out of the tic check only
+    # because its receives cannot be pre-posted; with priorities off it is as valid a sample.
+    assert fifo["out_of_order"] >= 3, (late, tic, fifo)
 
 
 def test_ps_sends_in_tac_order(runs):
     """TICTAC_TF_POLICY=tac (TAC from TICTAC_TF_OP_TIMES on the worker's graph): the PS sends
     carry TAC's priorities (more than one level, from its trace) and, after step 1, leave in
-    that order; with TICTAC_PRIORITY=0 at least 3 are not. (TAC vs TIC on a graph where they
+    that order; with TICTAC_PRIORITY=0 at least 3 are not (over all steps). (TAC vs TIC on a graph where they
     differ: the tf_graph_priorities gtest.)"""
     c = _ok(runs, "tac")
     tac = c.json("ps")
@@ -177,8 +180,9 @@ def test_ps_sends_in_tac_order(runs):
     print("tac: priorities seen", sorted(prios, key=int), "out_of_order after step 1", late,
           "; with TICTAC_PRIORITY=0", late_fifo, flush=True)
     assert late == 0, tac
-    # counter-check: without priorities TF's own fetch order breaks TAC's
-    assert late_fifo >= 3, fifo
+    # counter-check: without priorities TF's own fetch order breaks TAC's (over all steps, as in
+    # test_ps_sends_in_tic_order)
+    assert fifo["out_of_order"] >= 3, fifo
 
 
 def test_tac_without_op_times_is_a_clear_error(tmp_path):
