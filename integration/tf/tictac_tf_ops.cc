@@ -212,6 +212,11 @@ void pull_compute(void* kp, TF_OpKernelContext* ctx) {
   std::vector<TF_Tensor*> outs;
   Batch batch(*g);
   bool ok = true;
+  // One transport batch, as for the pushes: the loop sees every receive before any READY or
+  // ADVERT leaves, so the sender gets them together and orders the data by priority (posted one
+  // by one under load, the first receive's READY let its message start alone: seen in CI as the
+  // first-declared weight arriving first at step 0 under TIC).
+  g->begin_batch();
   for (std::size_t i = 0; i < k->items.size() && ok; ++i) {
     const Transfer& t = k->items[i];
     std::int64_t elems = 1;
@@ -234,6 +239,7 @@ void pull_compute(void* kp, TF_OpKernelContext* ctx) {
     batch.post(false, static_cast<int>(t.peer), static_cast<std::int32_t>(t.tag),
                TF_TensorData(out), bytes, 0);
   }
+  g->end_batch();  // before waiting: the batch reaches the loop here
   if (ok) {
     Status s = batch.wait(op);
     if (!s.ok()) {
