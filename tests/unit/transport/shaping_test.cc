@@ -162,14 +162,16 @@ TEST(ShapingEndpoint, RealTcpTransferKeepsTheConfiguredRate) {
 // between frames, so the new send is in the SendQueue for the next pick. Returns (ms after the
 // small send was posted) when the small and the big message had landed.
 std::pair<double, double> small_during_big() {
-  Pair p = connect_pair();
   const std::size_t big = 4 << 20, small = 1024;  // big: 4 chunks of 1 MiB, ~0.5 s at 8 MiB/s
+  // Declared before the contexts, so they outlive them (and anything still on their loops).
   std::vector<std::byte> src(big, std::byte{1}), dst(big), src2(small, std::byte{2}), dst2(small);
+  Pair p = connect_pair();
   auto rs = MemoryRegion::host(src.data(), big);
   auto rd = MemoryRegion::host(dst.data(), big);
   auto rs2 = MemoryRegion::host(src2.data(), small);
   auto rd2 = MemoryRegion::host(dst2.data(), small);
   std::promise<Clock::time_point> big_at, small_at;
+  std::promise<Status> big_sent, small_sent;
   p.b->recv(p.from, 1, *rd, 0, big, [&](const Status& s, std::uint64_t, PeerId) {
     EXPECT_TRUE(s.ok()) << s.to_string();
     big_at.set_value(Clock::now());
@@ -179,11 +181,17 @@ std::pair<double, double> small_during_big() {
     small_at.set_value(Clock::now());
   });
   std::this_thread::sleep_for(20ms);  // both receives advertised
-  p.a->send(p.to, 1, *rs, 0, big, 5, [](const Status&, std::uint64_t, PeerId) {});
+  p.a->send(p.to, 1, *rs, 0, big, 5,
+            [&](const Status& s, std::uint64_t, PeerId) { big_sent.set_value(s); });
   std::this_thread::sleep_for(60ms);  // the big message is being shaped
   const Clock::time_point posted = Clock::now();
-  p.a->send(p.to, 2, *rs2, 0, small, 0, [](const Status&, std::uint64_t, PeerId) {});
+  p.a->send(p.to, 2, *rs2, 0, small, 0,
+            [&](const Status& s, std::uint64_t, PeerId) { small_sent.set_value(s); });
   const Clock::time_point s_at = small_at.get_future().get(), b_at = big_at.get_future().get();
+  // The sender's loop reads the source buffers until it reports the sends complete (TSan: the
+  // receiver's completion alone orders nothing with the sender's thread).
+  EXPECT_TRUE(big_sent.get_future().get().ok());
+  EXPECT_TRUE(small_sent.get_future().get().ok());
   EXPECT_EQ(dst2, src2);
   EXPECT_EQ(dst, src);
   return {ms_since(posted, s_at), ms_since(posted, b_at)};
