@@ -1,4 +1,4 @@
-// The Python extension `tictac.torch._C`: creates "tictac" c10d backends, installs priority
+// The Python extension `tictac.torch._C`: creates "tictac" process groups, installs priority
 // tables, sets per-thread priorities, and runs the scheduling library (TIC, TAC, ...) on a
 // tictac-graph/1 graph. Registration with torch.distributed happens in tictac/torch/__init__.py.
 #include <pybind11/chrono.h>
@@ -73,16 +73,6 @@ class TicTacProcessGroup final : public c10d::ProcessGroup {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "TicTac c10d backend and scheduler bindings";
   m.def(
-      "create_backend",
-      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-         std::chrono::milliseconds timeout,
-         const std::string& group_name) -> c10::intrusive_ptr<c10d::Backend> {
-        return c10::make_intrusive<TicTacBackend>(store, rank, size, timeout, group_name);
-      },
-      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-      py::arg("group_name") = "", py::call_guard<py::gil_scoped_release>(),
-      "Joins the group: exchanges addresses through `store` and connects to every rank.");
-  m.def(
       "create_process_group",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
          std::chrono::milliseconds timeout,
@@ -92,7 +82,8 @@ PYBIND11_MODULE(_C, m) {
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
       py::arg("group_name") = "", py::call_guard<py::gil_scoped_release>(),
-      "create_backend wrapped in a ProcessGroup named \"tictac\" (what torch.distributed gets).");
+      "Joins the group (exchanges addresses through `store`, connects to every rank) and returns "
+      "it as a ProcessGroup named \"tictac\" with the tictac backend for CPU and CUDA tensors.");
   m.def(
       "set_priorities",
       [](const c10::intrusive_ptr<c10d::Backend>& b,

@@ -48,7 +48,7 @@ def available() -> bool:
     return _C is not None
 
 
-def _create_backend(dist_opts, backend_options):  # called by torch.distributed
+def _create_process_group(dist_opts, backend_options):  # called by torch.distributed
     timeout = dist_opts.timeout
     if isinstance(timeout, datetime.timedelta):
         timeout_ms = int(timeout.total_seconds() * 1000)
@@ -69,7 +69,7 @@ def _register() -> None:
     if BACKEND_NAME in dist.Backend.backend_list:
         return
     dist.Backend.register_backend(
-        BACKEND_NAME, _create_backend, extended_api=True, devices=["cpu", "cuda"]
+        BACKEND_NAME, _create_process_group, extended_api=True, devices=["cpu", "cuda"]
     )
 
 
