@@ -6,6 +6,7 @@ set -euo pipefail
 
 packages=(meson ninja-build g++ pkg-config libgtest-dev libgmock-dev libbenchmark-dev libssl-dev libibverbs-dev
           clang libclang-rt-14-dev python3 iproute2 iperf3 libucx-dev ucx-utils
+          iptables  # the chaos suite's loss/delay/reordering where the kernel has no tc netem
           ccache)  # ccache: meson uses it when present; rebuilds (asan, tsan, CI reruns) get cheap
 missing=()
 for p in "${packages[@]}"; do

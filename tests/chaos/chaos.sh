@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# The chaos suite (`meson test --suite chaos`): TicTac's tcp backend on a veth link between two
-# network namespaces, with tc netem on both ends. Needs root and `ip netns`; exits 77 (skipped,
-# saying why) without them. The transfer case needs the netem qdisc (skipped without it: this
-# development machine's kernel has none); the partition case uses netem's 100% loss, or takes
-# both ends of the link down where netem is missing.
+# The chaos suite (`meson test --suite chaos`): TicTac's tcp and ucx backends on a veth link
+# between two network namespaces, with loss, delay and reordering on both ends. Needs root and
+# `ip netns`; exits 77 (skipped, saying why) without them.
 #
-#   chaos.sh CHAOS_PEER [transfer|partition|pause|ps-partition|all]
+# Impairments: tc's netem qdisc where the kernel has it. Where it does not (this development
+# machine's kernel has no sch_netem), the same impairments come from netfilter: iptables'
+# `statistic` match drops 1% of each end's outgoing packets, and the rest go through an NFQUEUE
+# to tests/chaos/netem_queue, which holds each packet 5 ms +- 2 ms (uniform) and so reorders the
+# ones whose delays cross. A partition is 100% loss: netem, or iptables DROP on both ends, or
+# (with neither) both ends of the link down.
 #
-# transfer:  1% loss, 5 ms +- 2 ms delay and 25% reordering; 10^4 transfers of random sizes
+#   chaos.sh CHAOS_PEER [transfer|transfer-ucx|partition|pause|ps-partition|all]
+#   (CHAOS_NETEM_QUEUE names the netem_queue binary; meson sets it)
+#
+# transfer:  1% loss, 5 ms +- 2 ms delay and reordering; 10^4 transfers of random sizes
 #            (1..8 KiB), random priorities, 16 tags: byte-exact delivery and per-(source, tag)
 #            order (chaos_peer checks every byte of every message in posting order).
+# transfer-ucx: the same over the ucx backend (UCX_TLS=tcp on the veth device, so no shared-memory
+#            path bypasses the impaired link).
 # partition: a transfer in progress, then 100% loss both ways: every pending request on both sides
 #            fails with connection_lost naming the peer within TICTAC_TIMEOUT (3 s here) + 1 s;
 #            nothing hangs (each side is bounded by `timeout`).
@@ -22,7 +30,7 @@ set -euo pipefail
 peer=$1
 which=${2:-all}
 skip() { echo "SKIP chaos: $*"; exit 77; }
-[ "$(id -u)" = 0 ] || skip "needs root (network namespaces and tc netem)"
+[ "$(id -u)" = 0 ] || skip "needs root (network namespaces, tc or iptables)"
 command -v ip >/dev/null && command -v tc >/dev/null || skip "needs iproute2 (ip, tc)"
 
 tag=tc$$
@@ -48,14 +56,71 @@ ip -n "$ns_a" link set "$tag-va" up
 ip -n "$ns_b" link set "$tag-vb" up
 have_netem=1
 ip netns exec "$ns_a" tc qdisc add dev "$tag-va" root netem delay 1ms 2>/dev/null || have_netem=0
+# Without netem: netfilter (iptables, legacy tables: the nft flavour needs nft's queue support).
+iptables_cmd=""
+for c in iptables-legacy iptables; do
+  if command -v $c >/dev/null && ip netns exec "$ns_a" $c -L OUTPUT >/dev/null 2>&1; then iptables_cmd=$c; break; fi
+done
+netem_queue=${CHAOS_NETEM_QUEUE:-}
 
 netem() {  # netem ARGS...: the same impairment on both ends
   ip netns exec "$ns_a" tc qdisc change dev "$tag-va" root netem "$@"
   ip netns exec "$ns_b" tc qdisc replace dev "$tag-vb" root netem "$@"
 }
-partition() {  # 100% loss both ways: netem, or (without netem) both ends of the link down
+ipt() {  # ipt NS ARGS...: iptables in namespace NS
+  local ns=$1; shift
+  ip netns exec "$ns" $iptables_cmd "$@"
+}
+queue_pids=()
+# impair LOSS_PCT DELAY_US JITTER_US: loss, delay and reordering on both ends' outgoing packets.
+# Returns 1, with the reason in $impair_why, when this machine can do it neither with netem nor
+# with netfilter. (Not called in a subshell: it starts netem_queue processes and records them.)
+impair_why=""
+impair() {
+  local loss=$1 delay=$2 jitter=$3
+  if [ $have_netem = 1 ]; then
+    netem delay "${delay}us" "${jitter}us" loss "$loss%" reorder 25% 50%
+    echo "  impairment: tc netem"
+    return 0
+  fi
+  [ -n "$iptables_cmd" ] || { impair_why="no netem qdisc in this kernel and no usable iptables (apt-get install iptables)"; return 1; }
+  [ -n "$netem_queue" ] && [ -x "$netem_queue" ] || { impair_why="no netem qdisc in this kernel and CHAOS_NETEM_QUEUE does not name netem_queue"; return 1; }
+  local ns dev seed=1
+  for ns in "$ns_a" "$ns_b"; do
+    dev=$tag-va; [ "$ns" = "$ns_b" ] && dev=$tag-vb
+    rm -f "$work/queue-$seed.ready"
+    ip netns exec "$ns" "$netem_queue" --queue 0 --delay-us "$delay" --jitter-us "$jitter" --seed $seed \
+      --ready-file "$work/queue-$seed.ready" >"$work/queue-$seed.log" 2>&1 &
+    queue_pids+=($!)
+    for _ in $(seq 100); do [ -e "$work/queue-$seed.ready" ] && break; sleep 0.05; done
+    [ -e "$work/queue-$seed.ready" ] || { impair_why="netem_queue did not bind an NFQUEUE: $(cat "$work/queue-$seed.log")"; return 1; }
+    ipt "$ns" -A OUTPUT -o "$dev" -m statistic --mode random --probability "0.0$loss" -j DROP
+    ipt "$ns" -A OUTPUT -o "$dev" -j NFQUEUE --queue-num 0
+    seed=$((seed + 1))
+  done
+  echo "  impairment: iptables statistic (loss) + NFQUEUE to netem_queue (delay, reordering): no netem here"
+}
+unimpair() {  # ends the netfilter impairment and prints what netem_queue did
+  [ ${#queue_pids[@]} -gt 0 ] || return 0
+  local ns
+  for ns in "$ns_a" "$ns_b"; do
+    ipt "$ns" -L OUTPUT -v -x | awk -v ns="${ns##*-}" '$3 == "DROP" {print "  " ns ": iptables dropped " $1 " packets (1%)"}'
+    ipt "$ns" -F OUTPUT
+  done
+  local p
+  for p in "${queue_pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  queue_pids=()
+  cat "$work"/queue-*.log | sed 's/^/  /'
+}
+partition_how() {
+  if [ $have_netem = 1 ]; then echo netem; elif [ -n "$iptables_cmd" ]; then echo "iptables DROP"; else echo "links down: no netem or iptables here"; fi
+}
+partition() {  # 100% loss both ways
   if [ $have_netem = 1 ]; then
     netem loss 100%
+  elif [ -n "$iptables_cmd" ]; then
+    ipt "$ns_a" -I OUTPUT -o "$tag-va" -j DROP
+    ipt "$ns_b" -I OUTPUT -o "$tag-vb" -j DROP
   else
     ip -n "$ns_a" link set "$tag-va" down
     ip -n "$ns_b" link set "$tag-vb" down
@@ -63,19 +128,39 @@ partition() {  # 100% loss both ways: netem, or (without netem) both ends of the
 }
 
 status=0
-run_transfer() {
-  [ $have_netem = 1 ] || skip "the netem qdisc is not available in this kernel (loss/delay/reorder need sch_netem)"
-  echo "== transfer: 1% loss, 5ms +- 2ms delay, 25% reorder; 10000 transfers"
-  netem delay 5ms 2ms loss 1% reorder 25% 50%
+run_transfer() {  # run_transfer tcp|ucx
+  local scheme=$1
+  echo "== transfer over $scheme: 1% loss, 5ms +- 2ms delay, reordering; 10000 transfers"
+  impair 1 5000 2000 || skip "$impair_why"
   local port=$((20000 + RANDOM % 20000)) t0=$SECONDS
-  timeout 150 ip netns exec "$ns_a" "$peer" recv --listen "tcp://$ip_a:$port" --count 10000 --seed 7 --max-bytes 8192 \
+  local env=()
+  # UCX: tcp over the veth only, so no shared-memory transport bypasses the impaired link. UCX
+  # lists a device only once the kernel reports it running, which for the second veth end comes
+  # about 1 s after `link set up` (measured here): wait for both.
+  if [ "$scheme" = ucx ]; then
+    local ns dev seen
+    for ns in "$ns_a" "$ns_b"; do
+      dev=$tag-va; [ "$ns" = "$ns_b" ] && dev=$tag-vb
+      seen=0
+      for _ in $(seq 100); do
+        ip netns exec "$ns" env UCX_TLS=tcp ucx_info -d >"$work/ucx_info.txt" 2>&1 || true
+        grep -q "Device: $dev\$" "$work/ucx_info.txt" && { seen=1; break; }
+        sleep 0.1
+      done
+      [ $seen = 1 ] || { echo "  FAIL: UCX does not list $dev in $ns after 10 s (ucx_info -d)"; status=1; unimpair; return; }
+    done
+  fi
+  [ "$scheme" = ucx ] && env=(env UCX_TLS=tcp UCX_NET_DEVICES="$tag-va")
+  timeout 150 ip netns exec "$ns_a" "${env[@]}" "$peer" recv --listen "$scheme://$ip_a:$port" --count 10000 --seed 7 --max-bytes 8192 \
     >"$work/recv.log" 2>&1 & local rpid=$!
   sleep 0.3
-  timeout 150 ip netns exec "$ns_b" "$peer" send --connect "tcp://$ip_a:$port" --count 10000 --seed 7 --max-bytes 8192 \
+  [ "$scheme" = ucx ] && env=(env UCX_TLS=tcp UCX_NET_DEVICES="$tag-vb")
+  timeout 150 ip netns exec "$ns_b" "${env[@]}" "$peer" send --connect "$scheme://$ip_a:$port" --count 10000 --seed 7 --max-bytes 8192 \
     >"$work/send.log" 2>&1 & local spid=$!
   local rs=0 ss=0
   wait $spid || ss=$?
   wait $rpid || rs=$?
+  unimpair
   sed 's/^/  send: /' "$work/send.log" | tail -5
   sed 's/^/  recv: /' "$work/recv.log" | tail -5
   echo "  sender exit $ss, receiver exit $rs, $((SECONDS - t0)) s"
@@ -83,7 +168,7 @@ run_transfer() {
 }
 
 run_partition() {
-  echo "== partition: 100% loss both ways mid-transfer ($([ $have_netem = 1 ] && echo netem || echo 'links down: no netem here')), TICTAC_TIMEOUT=3s"
+  echo "== partition: 100% loss both ways mid-transfer ($(partition_how)), TICTAC_TIMEOUT=3s"
   [ $have_netem = 0 ] || netem delay 1ms
   local port=$((20000 + RANDOM % 20000)) t0=$SECONDS
   export TICTAC_TIMEOUT=3s
@@ -140,7 +225,7 @@ run_ps_partition() {
   # Every rank must exit with status 1 (not hang, not succeed) within the bound, and print an
   # error that names what was lost.
   local py=${CHAOS_PYTHON:?CHAOS_PYTHON must name the python with torch (meson sets it)}
-  echo "== ps-partition: PS training over tictac, worker 2's link partitioned mid-run ($([ $have_netem = 1 ] && echo netem || echo 'links down: no netem here')), TICTAC_TIMEOUT=3s, --timeout 10"
+  echo "== ps-partition: PS training over tictac, worker 2's link partitioned mid-run ($(partition_how)), TICTAC_TIMEOUT=3s, --timeout 10"
   [ $have_netem = 0 ] || netem delay 1ms
   local port=$((20000 + RANDOM % 20000)) t0=$SECONDS
   local args=(-m tictac.torch.train --model torchvision:resnet18 --image-size 32 --batch 2 --iters 100000
@@ -192,11 +277,12 @@ run_ps_partition() {
 }
 
 case $which in
-  transfer) run_transfer ;;
+  transfer) run_transfer tcp ;;
+  transfer-ucx) run_transfer ucx ;;
   partition) run_partition ;;
   pause) run_pause ;;
   ps-partition) run_ps_partition ;;
-  all) run_partition; run_pause; run_transfer ;;
-  *) echo "usage: $0 CHAOS_PEER [transfer|partition|pause|ps-partition|all]" >&2; exit 2 ;;
+  all) run_partition; run_pause; run_transfer tcp; run_transfer ucx ;;
+  *) echo "usage: $0 CHAOS_PEER [transfer|transfer-ucx|partition|pause|ps-partition|all]" >&2; exit 2 ;;
 esac
 exit $status

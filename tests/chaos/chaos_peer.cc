@@ -1,8 +1,9 @@
 // chaos_peer: one side of a chaos-suite transfer (tests/chaos/chaos.sh runs two of them in
-// network namespaces joined by a veth pair with tc netem on it).
+// network namespaces joined by a veth pair with loss, delay and reordering on it). The address's
+// scheme picks the backend (tcp://, ucx://).
 //
-//   chaos_peer recv --listen tcp://IP:PORT --count N [--tags T] [--seed S] [--max-bytes B]
-//   [--expect-lost] chaos_peer send --connect tcp://IP:PORT --count N [--tags T] [--seed S]
+//   chaos_peer recv --listen SCHEME://IP:PORT --count N [--tags T] [--seed S] [--max-bytes B]
+//   [--expect-lost] chaos_peer send --connect SCHEME://IP:PORT --count N [--tags T] [--seed S]
 //   [--max-bytes B]
 //                   [--partition-after K --partition-file F] [--pause-after K --pause-file F]
 //
@@ -34,6 +35,7 @@
 #include <thread>
 #include <vector>
 
+#include "integration/group/backend_registry.h"
 #include "transport/context.h"
 
 namespace {
@@ -133,8 +135,21 @@ struct Tally {
   }
 };
 
+// A context with the backend that the address's scheme names (tcp://, ucx://), from the registry.
+Result<std::unique_ptr<Context>> make_context(const std::string& address) {
+  const std::string scheme = address.substr(0, address.find("://"));
+  const group::BackendEntry* entry = group::find_backend(scheme);
+  if (entry == nullptr)
+    return Status(StatusCode::invalid_argument, "no backend named '" + scheme + "'");
+  if (!entry->create) return Status(StatusCode::unavailable, entry->missing);
+  ContextOptions options;
+  options.name = "chaos_peer";
+  options.backends.push_back(entry->create());
+  return Context::create(std::move(options));
+}
+
 int run(const Flags& f) {
-  Result<std::unique_ptr<Context>> ctx = Context::create({});
+  Result<std::unique_ptr<Context>> ctx = make_context(f.address);
   if (!ctx.ok()) {
     std::cerr << "chaos_peer: " << ctx.status().to_string() << "\n";
     return 1;
@@ -182,8 +197,8 @@ int run(const Flags& f) {
     for (int k = 0; k < 600 && !std::ifstream(stopped).good(); ++k) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
-    std::cout << "receiver stopped: posting the remaining " << (f.count - f.pause_after)
-              << " sends" << std::endl;
+    std::cout << "receiver stopped: posting the remaining " << (f.count - f.pause_after) << " sends"
+              << std::endl;
   };
   for (std::uint64_t i = 0; i < f.count; ++i) {
     if (f.mode == "send" && f.pause_after > 0 && i == f.pause_after) {

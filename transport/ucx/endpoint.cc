@@ -273,21 +273,28 @@ void UcxEndpoint::release(Incoming& in) {
 
 void UcxEndpoint::fail(const Status& status) {
   if (closed_) return;
-  close();
+  close_now(/*flush=*/false);
   if (sink_ != nullptr) sink_->on_failed(status);
 }
 
-void UcxEndpoint::close() {
+// A healthy endpoint whose every send has completed is closed with a flush: UCX delivers the
+// frames it still holds (a completed eager send may sit in UCX's or the kernel's buffers; a forced
+// close would drop them, and a peer waiting for its last messages would see the connection lost:
+// the chaos suite's lossy link showed it). It references no payload buffer, so close() still
+// touches none after it returns. Anything else (an error, sends still in flight) is forced: a
+// flushing close could wait for a peer that never progresses, and in-flight sends reference the
+// caller's buffers. The worker bounds how long it waits for either at destruction.
+void UcxEndpoint::close() { close_now(/*flush=*/failure_.ok() && in_flight_ == 0); }
+
+void UcxEndpoint::close_now(bool flush) {
   if (closed_) return;
   closed_ = true;
   for (Incoming& in : in_) release(in);
   in_.clear();
   sent_.clear();
-  // Always forced: close() drops unsent frames (backend.h), no payload buffer may be touched after
-  // it returns, and a flushing close would wait for a peer that may never progress again. The
-  // peer still learns of it: UCX's connection manager disconnects, and its endpoint fails.
+  // The peer learns of it either way: UCX's connection manager disconnects, and its endpoint fails.
   worker_.unregister_ep(ep_, serial_);
-  worker_.close_ep(ep_, /*force=*/true);
+  worker_.close_ep(ep_, /*force=*/!flush);
 }
 
 }  // namespace tictac::transport::ucx

@@ -14,8 +14,10 @@
 // protocol_error) with UCX's reason and the peer's address.
 //
 // Threading: loop thread only; UCX callbacks only queue work (see worker.h). Ownership: owns the
-// ucp_ep_h; close() hands it to the worker to close (forced: unsent frames are dropped and no
-// payload buffer is touched after close() returns; the peer sees the disconnect).
+// ucp_ep_h; close() hands it to the worker to close: with a flush when the endpoint is healthy and
+// every send has completed (frames UCX still buffers reach the peer), forced otherwise (unsent
+// frames are dropped). Either way no payload buffer is touched after close() returns, and the
+// peer sees the disconnect.
 #pragma once
 
 #include <ucp/api/ucp.h>
@@ -82,6 +84,8 @@ class UcxEndpoint final : public Endpoint {
   // Hands the head of in_ to the sink; false when it must wait (a payload is landing).
   bool deliver_one();
   void fail(const Status& status);
+  // close() with the mode chosen: flush (deliver what UCX still holds) or force.
+  void close_now(bool flush);
   void release(Incoming& in);
 
   UcxWorker& worker_;
