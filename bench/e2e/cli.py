@@ -5,6 +5,7 @@
         --iters 10 --warmup 2 --image-size 32 --out results/e2e
     bench/e2e/e2e --compute emulated --models vgg16,inception_v3 --workers 4 --ps 1 \\
         --policies random,fifo,tic,tac,gloo --out results/emulated
+    bench/e2e/e2e --framework tf --workers 2 --iters 30 --out results/tf   # TF: grpc vs grpc+tictac
 
 For each (model, mode) the link rate is calibrated (calibrate.py) so that the comm/compute ratio
 a = N / C is about --target-ratio. ``--compute real`` runs the real model on the CPU;
@@ -74,6 +75,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                          "rounds on a fast link with a << 1 (default squeezenet1_1 at 224, 10gbit); see overhead.py")
     ap.add_argument("--overhead-target", type=float, default=0.02,
                     help="--overhead: the largest acceptable cost vs fifo (fraction)")
+    ap.add_argument("--framework", choices=("torch", "tf"), default="torch",
+                    help="tf: TensorFlow PS inference, stock grpc vs the grpc+tictac drop-in (tf_bench.py); "
+                         "policies grpc,fifo,tic,tac; --iters steps, --rounds ignored")
     ap.add_argument("--quick", action="store_true",
                     help="alexnet, inference and training, random/tic/tac, 3 + 1 iterations")
     a = ap.parse_args(argv)
@@ -87,6 +91,10 @@ def parse_args(argv=None) -> argparse.Namespace:
             a.iters = 3
         if a.warmup == dflt.warmup:
             a.warmup = 1
+    if a.framework == "tf":
+        from . import tf_bench
+        tf_bench.apply_defaults(a, ap.parse_args([]), ap.error)
+        return a
     a.models = [m for m in a.models.split(",") if m]
     a.modes = [m for m in a.modes.split(",") if m]
     a.policies = [p for p in a.policies.split(",") if p]
@@ -125,6 +133,9 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     a = parse_args(argv)
+    if a.framework == "tf":
+        from . import tf_bench
+        return tf_bench.run(a)
     from bench.cluster import Cluster, netns_support
     out = os.path.abspath(a.out)
     for sub in ("jobs", "traces", "graphs", "logs"):

@@ -22,7 +22,7 @@ EXTRA_COLUMNS = ["speedup_vs_gloo", "speedup_vs_gloo_ci_low", "speedup_vs_gloo_c
                  "iters", "param_mb", "calib_compute_ms", "straggler_max_over_mean", "iter_ms_mean",
                  "iter_ms_var", "comm_ms", "compute_ms", "stall_ms", "efficiency_train_py",
                  "sim_iter_ms_p95", "sim_efficiency", "sim_spread_ms", "sim_speedup_vs_random",
-                 "policy_used", "job_s", "status", "sim_inputs", "sim_nominal_makespan_ms", "cluster_makespan_ms"]
+                 "policy_used", "job_s", "status", "sim_inputs", "sim_nominal_makespan_ms", "cluster_makespan_ms", "order_inversions"]
 
 
 def write_csv(path: str, rows: List[Dict[str, Any]]) -> None:

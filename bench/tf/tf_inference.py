@@ -29,30 +29,41 @@ CONV = [64, 64, "pool", 128, 128, "pool", 256, 256, "pool", 512, "pool"]
 DENSE = [1024, 10]
 
 
-def model(x, var_device, compute_device):
-    """VGG-like: 3x3 convs (compute-heavy, few parameters) then dense layers (parameter-heavy).
-    Variables are declared last layer first, so TF's own fetch order is not the forward one."""
-    shapes = []
+def shapes():
+    """(kind, shape) of every layer's weight, forward order."""
+    out = []
     c, hw = 3, 32
     for layer in CONV:
         if layer == "pool":
             hw //= 2
             continue
-        shapes.append(("conv", [3, 3, c, layer]))
+        out.append(("conv", [3, 3, c, layer]))
         c = layer
     d = hw * hw * c
     for n in DENSE:
-        shapes.append(("dense", [d, n]))
+        out.append(("dense", [d, n]))
         d = n
+    return out
+
+
+def variables(var_device):
+    """The parameters on `var_device`, declared last layer first (so TF's own fetch order is
+    not the forward one); returns ([(kind, w, b)] in forward order, bytes)."""
+    sh = shapes()
     rng = np.random.default_rng(1)
-    params = [None] * len(shapes)
+    params = [None] * len(sh)
     with tf.device(var_device):
-        for i in reversed(range(len(shapes))):
-            kind, shape = shapes[i]
+        for i in reversed(range(len(sh))):
+            kind, shape = sh[i]
             fan_in = int(np.prod(shape[:-1]))
             params[i] = (kind, tf.Variable((rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32),
                                            name=f"{kind}{i}"),
                          tf.Variable(np.zeros(shape[-1], np.float32), name=f"b{i}"))
+    return params, sum(int(np.prod(s)) * 4 + s[-1] * 4 for _, s in sh)
+
+
+def forward(x, params, compute_device):
+    """VGG-like: 3x3 convs (compute-heavy, few parameters) then dense layers (parameter-heavy)."""
     with tf.device(compute_device):
         h, k = x, 0
         for layer in CONV:
@@ -69,9 +80,12 @@ def model(x, var_device, compute_device):
             if j + 1 < len(DENSE):
                 h = tf.nn.relu(h)
             k += 1
-        out = tf.reduce_sum(h)
-    nbytes = sum(int(np.prod(s)) * 4 + s[-1] * 4 for _, s in shapes)
-    return out, nbytes
+        return tf.reduce_sum(h)
+
+
+def model(x, var_device, compute_device):
+    params, nbytes = variables(var_device)
+    return forward(x, params, compute_device), nbytes
 
 
 def free_port(offset=1000):

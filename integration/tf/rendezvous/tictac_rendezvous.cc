@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "integration/tf/rendezvous/server_state.h"
+#include "integration/tf/rendezvous/transfer_log.h"
+#include "tensorflow/core/platform/env.h"
 #include "tensorflow/core/common_runtime/device_mgr.h"
 #include "tensorflow/core/distributed_runtime/base_rendezvous_mgr.h"
 #include "tensorflow/core/distributed_runtime/worker_env.h"
@@ -106,11 +108,20 @@ class TictacRemoteRendezvous : public BaseRemoteRendezvous {
     };
     const Rendezvous::Args recv_args = args;
     const WorkerEnv* env = env_;
+    // For the transfer log: the same points gRPC's RecvTensor step-stats entry spans (request
+    // issued, tensor arrived), on the clock of TF's step stats.
+    const std::int64_t requested_us = transfer_log_enabled() ? Env::Default()->NowMicros() : 0;
+    const std::int64_t step_id = step_id_;
+    std::string edge(parsed.edge_name);
     Ref();  // released when the fetch completes
     // The fetch id, known once fetch() returns; `done` may run before that (connect failure).
     auto box = std::make_shared<IdBox>();
-    DoneFn finished = [this, box, landing, recv_args, done = std::move(done), env](
-                          int code, const std::string& message, const TensorHeader& h) mutable {
+    DoneFn finished = [this, box, landing, recv_args, done = std::move(done), env, requested_us,
+                       step_id, edge = std::move(edge)](int code, const std::string& message,
+                                                        const TensorHeader& h) mutable {
+      if (requested_us != 0 && code == kCodeOk)
+        record_transfer(step_id, edge, requested_us, Env::Default()->NowMicros(),
+                        static_cast<std::int64_t>(h.payload_bytes));
       {
         std::lock_guard<std::mutex> lock(mu_);
         box->done = true;

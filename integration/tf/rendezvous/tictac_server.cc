@@ -21,6 +21,7 @@
 
 #include "integration/tf/rendezvous/graph_priorities.h"
 #include "integration/tf/rendezvous/server_state.h"
+#include "integration/tf/rendezvous/transfer_log.h"
 #include "integration/tf/rendezvous/tictac_rendezvous.h"
 #include "tensorflow/core/distributed_runtime/rpc/grpc_server_lib.h"
 #include "tensorflow/core/distributed_runtime/rpc/grpc_worker_service.h"
@@ -254,6 +255,15 @@ struct Registrar {
 
 // For python (ctypes): sent tensors, sent bytes, out of order, received tensors, received bytes,
 // gRPC RecvTensor calls served, grpc+tictac servers created; all for this process.
+// The transfer log (transfer_log.h): on != 0 keeps records; dump writes and forgets them.
+extern "C" __attribute__((visibility("default"))) void tictac_tf_transfer_log(int on) {
+  tictac::tfrdv::set_transfer_log(on != 0);
+}
+extern "C" __attribute__((visibility("default"))) long long tictac_tf_transfer_log_dump(
+    const char* path) {
+  return tictac::tfrdv::dump_transfer_log(path);
+}
+
 extern "C" __attribute__((visibility("default"))) void tictac_tf_rendezvous_stats(
     long long out[7]) {
   auto s = tictac::tfrdv::process_stats();

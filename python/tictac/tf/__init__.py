@@ -48,7 +48,7 @@ _cdll.tictac_tf_size.restype = ctypes.c_int
 
 __all__ = ["init", "shutdown", "rank", "size", "pull", "push", "pull_all", "push_all",
            "pull_start", "pull_wait", "stamp", "ParameterClient", "pulled", "overlapped",
-           "Overlapped", "close", "ops", "library_path", "rendezvous_stats"]
+           "Overlapped", "close", "ops", "library_path", "rendezvous_stats", "transfer_log", "take_transfers"]
 
 _session: dict = {}
 
@@ -174,6 +174,6 @@ def _stamp_grad(op, dy, dt):  # noqa: ARG001: the time has no gradient
 from tictac.tf.client import ParameterClient, pulled, close  # noqa: E402
 from tictac.tf.overlap import Overlapped, overlapped  # noqa: E402
 from tictac.tf import rendezvous as _rendezvous  # noqa: E402
-from tictac.tf.rendezvous import rendezvous_stats  # noqa: E402
+from tictac.tf.rendezvous import rendezvous_stats, take_transfers, transfer_log  # noqa: E402
 
 _rendezvous.load()  # registers protocol="grpc+tictac" when libtictac_tf_server.so is built

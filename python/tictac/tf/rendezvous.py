@@ -42,6 +42,9 @@ def load() -> Optional[pathlib.Path]:
                 raise ImportError(f"tictac.tf: loading {path} failed: {exc}") from exc
             lib = ctypes.CDLL(str(path))
             lib.tictac_tf_rendezvous_stats.argtypes = [ctypes.POINTER(ctypes.c_longlong)]
+            lib.tictac_tf_transfer_log.argtypes = [ctypes.c_int]
+            lib.tictac_tf_transfer_log_dump.argtypes = [ctypes.c_char_p]
+            lib.tictac_tf_transfer_log_dump.restype = ctypes.c_longlong
             _state.update(path=path, lib=lib)
             return path
     _state["reason"] = ("the grpc+tictac server library is not built (looked in: "
@@ -64,3 +67,32 @@ def rendezvous_stats() -> dict:
     return {"tensors": v[0] + v[3], "bytes": v[1] + v[4], "out_of_order": v[2],
             "sent_tensors": v[0], "sent_bytes": v[1], "recv_tensors": v[3], "recv_bytes": v[4],
             "grpc_recv_tensor": v[5], "servers": v[6]}
+
+
+def transfer_log(on: bool) -> None:
+    """Starts (True) or stops keeping one record per tensor this process receives over TicTac:
+    the same interval that gRPC's ``RecvTensor`` entries span in TF's step stats (request issued
+    to tensor arrived, TF's clock). Also on with ``TICTAC_TF_TRANSFER_LOG=1``. Read with
+    :func:`take_transfers`."""
+    if load() is None:
+        raise ImportError("tictac.tf.transfer_log: " + _state["reason"])
+    _state["lib"].tictac_tf_transfer_log(1 if on else 0)
+
+
+def take_transfers() -> list:
+    """The records kept since the last call, as dicts ``step_id``, ``edge`` (TF's edge name, e.g.
+    ``edge_33_w0/Conv2D_2/ReadVariableOp``), ``start_us``, ``end_us``, ``bytes``; and forgets
+    them."""
+    if load() is None:
+        raise ImportError("tictac.tf.take_transfers: " + _state["reason"])
+    import tempfile
+    with tempfile.NamedTemporaryFile("r", suffix=".log") as f:
+        n = _state["lib"].tictac_tf_transfer_log_dump(f.name.encode())
+        if n < 0:
+            raise OSError(f"tictac.tf.take_transfers: cannot write {f.name}")
+        out = []
+        for line in f.read().splitlines():
+            step, start, end, nbytes, edge = line.split(" ", 4)
+            out.append({"step_id": int(step), "start_us": int(start), "end_us": int(end),
+                        "bytes": int(nbytes), "edge": edge})
+        return out
