@@ -34,6 +34,8 @@ import statistics
 import sys
 from typing import Any, Dict, List
 
+from tictac.intervals import union_length
+
 from .analyse import read_records
 
 
@@ -61,15 +63,7 @@ def late_bytes(expected: List[str], pulls: List[list]) -> float:
 
 
 def _union(iv) -> float:
-    tot, end = 0.0, None
-    for s, e in sorted(iv):
-        if end is None or s > end:
-            tot += e - s
-            end = e
-        elif e > end:
-            tot += e - end
-            end = e
-    return tot
+    return union_length(iv)
 
 
 def server_counters(trace: str, nbytes: Dict[str, int] = None) -> Dict[str, Any]:

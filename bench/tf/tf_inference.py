@@ -11,6 +11,7 @@ process, tensors over loopback.
                      median, and the paired ratio of grpc's step to the arm's.
 """
 import argparse
+import contextlib
 import json
 import os
 import socket
@@ -104,19 +105,26 @@ def free_port(offset=1000):
             t.close()
 
 
-def arm(protocol, batch, env=None):
-    saved = {k: os.environ.get(k) for k in (env or {})}
-    os.environ.update(env or {})
+@contextlib.contextmanager
+def environment(env):
+    """The variables of `env` set while the block runs (servers read TICTAC_* when created)."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
-        spec = tf.train.ClusterSpec({"ps": [f"localhost:{free_port()}"], "worker": [f"localhost:{free_port()}"]})
-        servers = [tf.distribute.Server(spec, job_name=j, task_index=0, protocol=protocol, start=True)
-                   for j in ("ps", "worker")]
+        yield
     finally:
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def arm(protocol, batch, env=None):
+    with environment(env or {}):
+        spec = tf.train.ClusterSpec({"ps": [f"localhost:{free_port()}"], "worker": [f"localhost:{free_port()}"]})
+        servers = [tf.distribute.Server(spec, job_name=j, task_index=0, protocol=protocol, start=True)
+                   for j in ("ps", "worker")]
     g = tf.Graph()
     with g.as_default():
         x = tf.constant(np.random.default_rng(2).standard_normal((batch, 32, 32, 3)).astype(np.float32))

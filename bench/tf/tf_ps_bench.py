@@ -34,8 +34,9 @@ import tensorflow as tf  # noqa: E402
 
 tf.compat.v1.disable_eager_execution()
 import tictac.tf as tictac_tf  # noqa: E402
+from tictac.intervals import union_length  # noqa: E402
 from tictac.tf import op_times  # noqa: E402
-from tf_inference import CONV, forward, free_port, variables  # noqa: E402
+from tf_inference import CONV, environment, forward, free_port, variables  # noqa: E402
 
 N_CONV = sum(1 for c in CONV if c != "pool")
 NOT_COMPUTE = {"_Recv", "_Send", "_HostRecv", "_HostSend", "_Retval", "_Arg", "Const", "NoOp",
@@ -100,20 +101,12 @@ def make_arm(name, args):
     env = dict(env)
     if name == "tac":
         env["TICTAC_TF_OP_TIMES"] = args.op_times
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environment(env):
         spec = tf.train.ClusterSpec({"ps": [f"localhost:{free_port()}"],
                                      "worker": [f"localhost:{free_port()}" for _ in range(args.workers)]})
         servers = [tf.distribute.Server(spec, job_name="ps", task_index=0, protocol=protocol, start=True)]
         servers += [tf.distribute.Server(spec, job_name="worker", task_index=i, protocol=protocol, start=True)
                     for i in range(args.workers)]
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
     g, outs, init, nbytes = build(args.workers, args.batch, "/job:ps/task:0",
                                   lambda i: f"/job:worker/task:{i}")
     sessions = [tf.compat.v1.Session(servers[1 + i].target, graph=g) for i in range(args.workers)]
@@ -149,15 +142,7 @@ def inversions(layers):
 
 
 def union(intervals):
-    tot, end = 0.0, None
-    for s, e in sorted(intervals):
-        if end is None or s > end:
-            tot += e - s
-            end = e
-        elif e > end:
-            tot += e - end
-            end = e
-    return tot
+    return union_length(intervals)
 
 
 def traced_step(arm, pool):

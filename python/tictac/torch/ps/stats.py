@@ -12,6 +12,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from tictac.intervals import union_length
+
 __all__ = ["IterationStats", "ServerIterationStats", "union_ms", "write_json_lines",
            "write_chrome_trace", "summarize", "to_unix"]
 
@@ -25,17 +27,7 @@ def to_unix(t_perf: float) -> float:
 
 def union_ms(intervals: Sequence[Sequence[float]]) -> float:
     """Total length of the union of [start, end] intervals."""
-    total, cur_s, cur_e = 0.0, None, None
-    for s, e in sorted((float(a), float(b)) for a, b in intervals if b > a):
-        if cur_e is None or s > cur_e:
-            if cur_e is not None:
-                total += cur_e - cur_s
-            cur_s, cur_e = s, e
-        else:
-            cur_e = max(cur_e, e)
-    if cur_e is not None:
-        total += cur_e - cur_s
-    return total
+    return union_length(intervals)
 
 
 @dataclass
