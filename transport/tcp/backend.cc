@@ -4,10 +4,10 @@
 
 #include <cerrno>
 #include <cstring>
-#include <map>
 #include <vector>
 
 #include "common/log.h"
+#include "transport/scaffold/connector_set.h"
 #include "transport/shaping/shaping_endpoint.h"
 #include "transport/tcp/connector.h"
 #include "transport/tcp/factory.h"
@@ -68,33 +68,27 @@ class TcpBackend final : public Backend {
   }
 
   void connect(std::string_view address, Clock::time_point deadline, ConnectFn on_done) override {
-    const std::uint64_t id = next_connector_++;
     ConnectFn shaped = [engine = engine_,
                         on_done = std::move(on_done)](Result<std::unique_ptr<Endpoint>> ep) {
       if (ep.ok()) ep = shaping::ShapingEndpoint::wrap_if_limited(*engine, std::move(ep).value());
       on_done(std::move(ep));
     };
-    auto c = std::make_unique<TcpConnector>(*engine_, std::string(address), deadline, std::move(shaped),
-                                            [this, id] {
-                                              engine_->defer([this, id] { connectors_.erase(id); });
-                                            });
-    TcpConnector* raw = c.get();
-    connectors_.emplace(id, std::move(c));
-    raw->start();
+    connectors_.start(*engine_, [&](std::function<void()> finished) {
+      return std::make_unique<TcpConnector>(*engine_, std::string(address), deadline,
+                                            std::move(shaped), std::move(finished));
+    });
   }
 
   void shutdown() override {
     listeners_.clear();
-    for (auto& [id, c] : connectors_) c->abandon();
-    connectors_.clear();
+    connectors_.shutdown();  // abandoned: no report
     finish_lingering();  // the closed connections' sockets (tcp/linger.h)
   }
 
  private:
   ProgressEngine* engine_ = nullptr;
   std::vector<std::unique_ptr<TcpListener>> listeners_;
-  std::map<std::uint64_t, std::unique_ptr<TcpConnector>> connectors_;
-  std::uint64_t next_connector_ = 1;
+  scaffold::ConnectorSet<TcpConnector> connectors_;
 };
 
 }  // namespace

@@ -11,16 +11,19 @@
 #include "transport/tcp/socket_options.h"
 
 namespace tictac::transport::tcp {
+namespace {
+constexpr auto kFirstRetry = std::chrono::milliseconds(5);
+constexpr auto kMaxRetry = std::chrono::milliseconds(200);
+}  // namespace
 
 TcpConnector::TcpConnector(ProgressEngine& engine, std::string address, Clock::time_point deadline,
                            ConnectFn on_done, std::function<void()> finished)
-    : engine_(engine), address_(std::move(address)), deadline_(deadline), on_done_(std::move(on_done)),
-      finished_(std::move(finished)) {}
+    : engine_(engine),
+      address_(std::move(address)),
+      retry_(engine, deadline, scaffold::Backoff::doubling(kFirstRetry, kMaxRetry),
+             std::move(on_done), std::move(finished), [this] { close_socket(); }) {}
 
-TcpConnector::~TcpConnector() {
-  engine_.cancel_timer(timer_);
-  close_socket();
-}
+TcpConnector::~TcpConnector() { retry_.abandon(); }
 
 void TcpConnector::close_socket() {
   if (fd_ < 0) return;
@@ -30,29 +33,24 @@ void TcpConnector::close_socket() {
 }
 
 void TcpConnector::start() {
+  auto starting = retry_.starting();  // a report made in here comes from a loop event
   Result<sockaddr_in> addr = parse_address(address_);
   if (!addr.ok()) {
-    const Status st = addr.status();
-    timer_ = engine_.add_timer(Clock::now(), [this, st] { report(st); });
+    retry_.report_soon(addr.status());
     return;
   }
   addr_ = *addr;
-  // Deadline watchdog; attempts re-arm their own retry timers.
-  timer_ = engine_.add_timer(Clock::now(), [this] { attempt(); });
+  // The deadline is watched while a connect is in progress; retries stop at it by themselves.
+  retry_.schedule(Clock::now(), [this] { attempt(); });
 }
 
-void TcpConnector::abandon() {
-  done_ = true;
-  engine_.cancel_timer(timer_);
-  close_socket();
-}
+void TcpConnector::abandon() { retry_.abandon(); }
 
 void TcpConnector::attempt() {
-  timer_ = 0;
-  if (done_) return;
+  if (retry_.done()) return;
   Result<int> fd = new_socket();
   if (!fd.ok()) {
-    report(fd.status());
+    retry_.report(fd.status());
     return;
   }
   fd_ = *fd;
@@ -61,63 +59,47 @@ void TcpConnector::attempt() {
     return;
   }
   if (errno != EINPROGRESS) {
-    retry_or_fail(errno_status(StatusCode::unavailable, "cannot connect to " + address_, "connect", errno));
+    retry_or_fail(
+        errno_status(StatusCode::unavailable, "cannot connect to " + address_, "connect", errno));
     return;
   }
   Status st = engine_.watch(fd_, EPOLLOUT, [this](std::uint32_t) { on_writable(); });
   if (!st.ok()) {
-    report(st);
+    retry_.report(st);
     return;
   }
-  timer_ = engine_.add_timer(deadline_, [this] {
-    timer_ = 0;
-    report(Status(StatusCode::timeout, "connecting to " + address_ + " did not complete within the timeout"));
-  });
+  retry_.watch_deadline(Status(
+      StatusCode::timeout, "connecting to " + address_ + " did not complete within the timeout"));
 }
 
 void TcpConnector::on_writable() {
-  if (done_) return;
+  if (retry_.done()) return;
   int err = 0;
   socklen_t len = sizeof err;
   if (getsockopt(fd_, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
   if (err != 0) {
-    retry_or_fail(errno_status(StatusCode::unavailable, "cannot connect to " + address_, "connect", err));
+    retry_or_fail(
+        errno_status(StatusCode::unavailable, "cannot connect to " + address_, "connect", err));
     return;
   }
   Status st = tune_connected(fd_);
   if (!st.ok()) {
-    report(st);
+    retry_.report(st);
     return;
   }
   engine_.unwatch(fd_);
   const int fd = fd_;
   fd_ = -1;
-  report(std::unique_ptr<Endpoint>(std::make_unique<TcpEndpoint>(engine_, fd)));
+  retry_.report(std::unique_ptr<Endpoint>(std::make_unique<TcpEndpoint>(engine_, fd)));
 }
 
 void TcpConnector::retry_or_fail(const Status& why) {
   close_socket();
-  engine_.cancel_timer(timer_);
-  timer_ = 0;
-  const auto next = Clock::now() + backoff_;
-  if (next >= deadline_) {
-    report(Status(StatusCode::timeout, why.message() + " (gave up at the connect deadline; is the peer listening?)",
-                  why.origin()));
-    return;
-  }
-  backoff_ = std::min(backoff_ * 2, std::chrono::milliseconds(200));
-  timer_ = engine_.add_timer(next, [this] { attempt(); });
-}
-
-void TcpConnector::report(Result<std::unique_ptr<Endpoint>> result) {
-  if (done_) return;
-  done_ = true;
-  engine_.cancel_timer(timer_);
-  timer_ = 0;
-  close_socket();
-  ConnectFn fn = std::move(on_done_);
-  fn(std::move(result));
-  finished_();
+  retry_.cancel_deadline();
+  retry_.retry([this] { attempt(); },
+               Status(StatusCode::timeout,
+                      why.message() + " (gave up at the connect deadline; is the peer listening?)",
+                      why.origin()));
 }
 
 }  // namespace tictac::transport::tcp

@@ -25,10 +25,7 @@ constexpr std::size_t kQueuedBytesLowWater = 128 << 10;
 TcpEndpoint::TcpEndpoint(ProgressEngine& engine, int fd)
     : engine_(engine), fd_(fd), desc_("tcp " + local_address(fd) + " -> " + remote_address(fd)) {}
 
-TcpEndpoint::~TcpEndpoint() {
-  *alive_ = false;
-  close();
-}
+TcpEndpoint::~TcpEndpoint() { close(); }
 
 void TcpEndpoint::start(EndpointSink* sink) {
   sink_ = sink;
@@ -36,10 +33,7 @@ void TcpEndpoint::start(EndpointSink* sink) {
   if (closed_) return;
   Status st = engine_.watch(fd_, EPOLLIN, [this](std::uint32_t ev) { on_events(ev); });
   if (!st.ok()) {
-    std::weak_ptr<bool> alive = alive_;
-    engine_.defer([this, alive, st] {
-      if (!alive.expired()) fail(st);
-    });
+    engine_.defer(lifetime_.guard([this, st] { fail(st); }));
     return;
   }
   if (!out_.empty()) schedule_flush();
@@ -65,12 +59,10 @@ Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload, s
 void TcpEndpoint::schedule_flush() {
   if (flush_scheduled_ || watching_out_) return;  // EPOLLOUT will flush
   flush_scheduled_ = true;
-  std::weak_ptr<bool> alive = alive_;
-  engine_.defer([this, alive] {
-    if (alive.expired()) return;
+  engine_.defer(lifetime_.guard([this] {
     flush_scheduled_ = false;
     flush();
-  });
+  }));
 }
 
 void TcpEndpoint::close() {
@@ -103,9 +95,9 @@ void TcpEndpoint::update_interest() {
 }
 
 void TcpEndpoint::on_events(std::uint32_t events) {
-  std::weak_ptr<bool> alive = alive_;
+  const auto self = lifetime_.token();
   if ((events & EPOLLOUT) != 0) flush();
-  if (alive.expired() || closed_) return;
+  if (!self.alive() || closed_) return;
   if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) read_some();
 }
 
@@ -151,19 +143,19 @@ void TcpEndpoint::flush() {
     }
   }
   update_interest();
-  std::weak_ptr<bool> alive = alive_;
+  const auto self = lifetime_.token();
   for (std::uint64_t cookie : sent) {
-    if (alive.expired() || closed_) return;
+    if (!self.alive() || closed_) return;
     sink_->on_sent(cookie);
   }
-  if (!alive.expired() && !closed_ && was_full_ && has_capacity()) {
+  if (self.alive() && !closed_ && was_full_ && has_capacity()) {
     was_full_ = false;
     sink_->on_writable();
   }
 }
 
 void TcpEndpoint::read_some() {
-  std::weak_ptr<bool> alive = alive_;
+  const auto self = lifetime_.token();
   int frames = 0;
   // A header already read behind the last payload (see below) is handled even past the frame
   // limit: no further EPOLLIN may come for it.
@@ -222,7 +214,7 @@ void TcpEndpoint::read_some() {
       }
       cur_ = *h;
       Result<Destination> d = sink_->on_header(cur_);
-      if (alive.expired() || closed_) return;
+      if (!self.alive() || closed_) return;
       if (!d.ok()) {
         fail(d.status());
         return;
@@ -245,7 +237,7 @@ void TcpEndpoint::read_some() {
     if (frame_done) {
       ++frames;
       sink_->on_frame(cur_);
-      if (alive.expired()) return;
+      if (!self.alive()) return;
     }
   }
 }

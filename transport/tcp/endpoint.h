@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "transport/backend.h"
+#include "transport/scaffold/lifetime.h"
 
 namespace tictac::transport::tcp {
 
@@ -52,7 +53,7 @@ class TcpEndpoint final : public Endpoint {
   bool flush_scheduled_ = false;
   bool was_full_ = false;
   bool broken_ = false;  // failed: close at once (no linger_close)
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  scaffold::LoopLifetime lifetime_;  // deferred work and sink callbacks check it
 
   std::deque<OutFrame> out_;
   std::size_t queued_bytes_ = 0;  // header and payload bytes in out_ not yet written

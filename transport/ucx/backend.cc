@@ -1,8 +1,8 @@
 // UcxBackend: owns the UCP context and worker, creates listeners and connectors; the front door
 // is ucx::create() in factory.h.
-#include <map>
 #include <vector>
 
+#include "transport/scaffold/connector_set.h"
 #include "transport/ucx/connector.h"
 #include "transport/ucx/factory.h"
 #include "transport/ucx/listener.h"
@@ -57,28 +57,22 @@ class UcxBackend final : public Backend {
   }
 
   void connect(std::string_view address, Clock::time_point deadline, ConnectFn on_done) override {
-    const std::uint64_t id = next_connector_++;
-    auto c = std::make_unique<UcxConnector>(*worker_, std::string(address), deadline, std::move(on_done),
-                                            [this, id] {
-                                              worker_->engine().defer([this, id] { connectors_.erase(id); });
-                                            });
-    UcxConnector* raw = c.get();
-    connectors_.emplace(id, std::move(c));
-    raw->start();
+    connectors_.start(worker_->engine(), [&](std::function<void()> finished) {
+      return std::make_unique<UcxConnector>(*worker_, std::string(address), deadline,
+                                            std::move(on_done), std::move(finished));
+    });
   }
 
   void shutdown() override {
     listeners_.clear();
-    for (auto& [id, c] : connectors_) c->abandon();
-    connectors_.clear();
+    connectors_.shutdown();  // abandoned: no report
   }
 
  private:
   Result<std::shared_ptr<UcpContext>> context_;
   std::unique_ptr<UcxWorker> worker_;
   std::vector<std::unique_ptr<UcxListener>> listeners_;
-  std::map<std::uint64_t, std::unique_ptr<UcxConnector>> connectors_;
-  std::uint64_t next_connector_ = 1;
+  scaffold::ConnectorSet<UcxConnector> connectors_;
 };
 
 }  // namespace

@@ -3,7 +3,8 @@
 // when a flush of it completes (UCX has then finished wire-up with the server); a refused or
 // failed attempt is retried with back-off (the peer may not listen yet) until the deadline.
 // Reports exactly once through its ConnectFn, always from a loop event, never from inside start().
-// Loop-thread only.
+// The policy (back-off 5 ms doubling up to 200 ms, deadline, report once, abandon) is the backend
+// scaffold's ConnectRetry (transport/scaffold/retry.h). Loop-thread only.
 #pragma once
 
 #include <netinet/in.h>
@@ -13,6 +14,8 @@
 #include <string>
 
 #include "transport/backend.h"
+#include "transport/scaffold/lifetime.h"
+#include "transport/scaffold/retry.h"
 #include "transport/ucx/endpoint.h"
 #include "transport/ucx/worker.h"
 
@@ -33,7 +36,7 @@ class UcxConnector {
 
  private:
   struct FlushOp {
-    std::weak_ptr<bool> alive;
+    scaffold::LoopLifetime::Token owner;
     UcxConnector* self;
     std::uint64_t attempt;
   };
@@ -41,21 +44,14 @@ class UcxConnector {
   void attempt();
   void flushed(std::uint64_t attempt, ucs_status_t status);
   void retry_or_fail(const Status& why);
-  void report(Result<std::unique_ptr<Endpoint>> result);
 
   UcxWorker& worker_;
   const std::string address_;
-  const Clock::time_point deadline_;
-  ConnectFn on_done_;
-  std::function<void()> finished_;
   sockaddr_in addr_{};
   std::unique_ptr<UcxEndpoint> ep_;
   std::uint64_t attempt_ = 0;
-  bool done_ = false;
-  ProgressEngine::TimerId retry_timer_ = 0;
-  ProgressEngine::TimerId deadline_timer_ = 0;
-  std::chrono::milliseconds backoff_{5};
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  scaffold::ConnectRetry retry_;
+  scaffold::LoopLifetime lifetime_;
 };
 
 }  // namespace tictac::transport::ucx

@@ -15,10 +15,7 @@ UcxEndpoint::UcxEndpoint(UcxWorker& worker, ucp_ep_h ep, std::string local, std:
     : worker_(worker), ep_(ep), serial_(worker.register_ep(ep, this)), local_(std::move(local)),
       remote_(std::move(remote)) {}
 
-UcxEndpoint::~UcxEndpoint() {
-  *alive_ = false;
-  close();
-}
+UcxEndpoint::~UcxEndpoint() { close(); }
 
 std::string UcxEndpoint::describe() const {
   if (local_.empty() && !closed_) {
@@ -159,12 +156,10 @@ void UcxEndpoint::fail_later(const Status& status) {
 void UcxEndpoint::schedule_delivery() {
   if (delivery_scheduled_ || closed_) return;
   delivery_scheduled_ = true;
-  std::weak_ptr<bool> alive = alive_;
-  worker_.later([this, alive] {
-    if (alive.expired()) return;
+  worker_.later(lifetime_.guard([this] {
     delivery_scheduled_ = false;
     deliver();
-  });
+  }));
   worker_.kick();
 }
 
@@ -178,28 +173,28 @@ void UcxEndpoint::deliver() {
     }
     return;
   }
-  std::weak_ptr<bool> alive = alive_;
+  const auto self = lifetime_.token();
   std::vector<std::uint64_t> sent;
   sent.swap(sent_);
   for (std::uint64_t cookie : sent) {
     sink_->on_sent(cookie);
-    if (alive.expired() || closed_) return;
+    if (!self.alive() || closed_) return;
   }
   if (was_full_ && failure_.ok() && in_flight_ < kMaxInFlight) {
     was_full_ = false;
     sink_->on_writable();
-    if (alive.expired() || closed_) return;
+    if (!self.alive() || closed_) return;
   }
   if (received_) {
     received_ = false;
     receiving_ = false;
     scratch_ = {};
     sink_->on_frame(landing_);
-    if (alive.expired() || closed_) return;
+    if (!self.alive() || closed_) return;
   }
   while (!receiving_ && !in_.empty()) {
     const bool more = deliver_one();
-    if (alive.expired() || closed_) return;
+    if (!self.alive() || closed_) return;
     if (!more) break;
   }
   if (!failure_.ok()) fail(failure_);
@@ -215,9 +210,9 @@ bool UcxEndpoint::deliver_one() {
   }
   const wire::Header h = in.header;
   UcxWorker& worker = worker_;  // outlives this endpoint
-  std::weak_ptr<bool> alive = alive_;
+  const auto self = lifetime_.token();
   Result<Destination> d = sink_->on_header(h);
-  if (alive.expired() || closed_) {
+  if (!self.alive() || closed_) {
     if (in.desc != nullptr) ucp_am_data_release(worker.handle(), in.desc);
     return false;
   }

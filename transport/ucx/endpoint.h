@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "transport/backend.h"
+#include "transport/scaffold/lifetime.h"
 #include "transport/ucx/worker.h"
 
 namespace tictac::transport::ucx {
@@ -108,7 +109,7 @@ class UcxEndpoint final : public Endpoint {
   bool received_ = false;
   wire::Header landing_;
   std::vector<std::byte> scratch_;  // destination of a discarded rendezvous payload
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  scaffold::LoopLifetime lifetime_;  // queued work and sink callbacks check it
 };
 
 }  // namespace tictac::transport::ucx

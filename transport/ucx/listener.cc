@@ -32,7 +32,6 @@ Result<std::unique_ptr<UcxListener>> UcxListener::open(UcxWorker& worker, std::s
 }
 
 UcxListener::~UcxListener() {
-  *alive_ = false;
   if (listener_ == nullptr) return;
   for (ucp_conn_request_h r : pending_) ucp_listener_reject(listener_, r);
   ucp_listener_destroy(listener_);
@@ -41,16 +40,13 @@ UcxListener::~UcxListener() {
 void UcxListener::on_conn_request(ucp_conn_request_h request, void* arg) {
   auto* self = static_cast<UcxListener*>(arg);
   self->pending_.push_back(request);
-  std::weak_ptr<bool> alive = self->alive_;
-  self->worker_.later([self, alive] {
-    if (!alive.expired()) self->accept_pending();
-  });
+  self->worker_.later(self->lifetime_.guard([self] { self->accept_pending(); }));
 }
 
 void UcxListener::accept_pending() {
   std::vector<ucp_conn_request_h> requests;
   requests.swap(pending_);
-  std::weak_ptr<bool> alive = alive_;
+  const auto self = lifetime_.token();
   for (ucp_conn_request_h r : requests) {
     std::string client = "?";
     ucp_conn_request_attr_t attr{};
@@ -71,7 +67,7 @@ void UcxListener::accept_pending() {
       continue;
     }
     on_accept_(std::make_unique<UcxEndpoint>(worker_, ep, address_, client));
-    if (alive.expired()) return;
+    if (!self.alive()) return;
   }
   worker_.kick();
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "transport/backend.h"
+#include "transport/scaffold/lifetime.h"
 #include "transport/ucx/worker.h"
 
 namespace tictac::transport::ucx {
@@ -36,7 +37,7 @@ class UcxListener {
   ucp_listener_h listener_ = nullptr;
   std::string address_;
   std::vector<ucp_conn_request_h> pending_;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  scaffold::LoopLifetime lifetime_;
 };
 
 }  // namespace tictac::transport::ucx

@@ -60,7 +60,6 @@ UcxWorker::UcxWorker(ProgressEngine& engine, std::shared_ptr<UcpContext> context
     : engine_(engine), context_(std::move(context)), worker_(worker), efd_(efd), rndv_threshold_(rndv_threshold) {}
 
 UcxWorker::~UcxWorker() {
-  *alive_ = false;
   if (poller_ != 0) engine_.remove_poller(poller_);
   engine_.unwatch(efd_);
   // Endpoints are gone (the core closes them before backends); finish their close requests.
@@ -116,20 +115,17 @@ void UcxWorker::later(Task task) { later_.push_back(std::move(task)); }
 void UcxWorker::kick() {
   if (in_pump_ || pump_scheduled_) return;
   pump_scheduled_ = true;
-  std::weak_ptr<bool> alive = alive_;
-  engine_.defer([this, alive] {
-    if (!alive.expired()) pump();
-  });
+  engine_.defer(lifetime_.guard([this] { pump(); }));
 }
 
 bool UcxWorker::run_later() {
   if (later_.empty()) return false;
   std::vector<Task> tasks;
   tasks.swap(later_);
-  std::weak_ptr<bool> alive = alive_;
+  const auto self = lifetime_.token();
   for (Task& t : tasks) {
     t();
-    if (alive.expired()) return true;
+    if (!self.alive()) return true;
   }
   return true;
 }
@@ -138,11 +134,11 @@ void UcxWorker::pump() {
   pump_scheduled_ = false;
   if (in_pump_) return;
   in_pump_ = true;
-  std::weak_ptr<bool> alive = alive_;
+  const auto self = lifetime_.token();
   for (int round = 0; round < kMaxRounds; ++round) {
     const unsigned events = ucp_worker_progress(worker_);
     const bool ran = run_later();
-    if (alive.expired()) return;
+    if (!self.alive()) return;
     if (events != 0 || ran) continue;
     const ucs_status_t st = ucp_worker_arm(worker_);
     if (st == UCS_ERR_BUSY) continue;  // events arrived meanwhile
@@ -161,11 +157,10 @@ void UcxWorker::pump() {
   // Still busy (or cannot arm): yield to the loop's other work and come back next iteration.
   if (retry_timer_set_) return;
   retry_timer_set_ = true;
-  engine_.add_timer(Clock::now(), [this, alive] {
-    if (alive.expired()) return;
+  engine_.add_timer(Clock::now(), lifetime_.guard([this] {
     retry_timer_set_ = false;
     pump();
-  });
+  }));
 }
 
 bool UcxWorker::poll() {

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "transport/progress_engine.h"
+#include "transport/scaffold/lifetime.h"
 #include "transport/ucx/ucp_context.h"
 
 namespace tictac::transport::ucx {
@@ -94,7 +95,7 @@ class UcxWorker {
   std::unordered_map<ucp_ep_h, UcxEndpoint*> by_ep_;
   std::unordered_map<std::uint64_t, UcxEndpoint*> by_serial_;
   std::unordered_set<void*> closing_;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  scaffold::LoopLifetime lifetime_;  // pumps check it after running queued work
 };
 
 }  // namespace tictac::transport::ucx

@@ -7,11 +7,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <map>
 #include <vector>
 
 #include "common/log.h"
 #include "transport/auth/token.h"
+#include "transport/scaffold/connector_set.h"
 #include "transport/verbs/backend/device.h"
 #include "transport/verbs/backend/factory.h"
 #include "transport/verbs/backend/handshake.h"
@@ -106,13 +106,10 @@ class VerbsBackend final : public transport::Backend {
       engine_->defer([on_done = std::move(on_done), why] { on_done(why); });
       return;
     }
-    const std::uint64_t id = next_id_++;
-    auto c = std::make_unique<Connector>(
-        device_, *token_, *addr, std::string(address), deadline, std::move(on_done),
-        [this, id] { engine_->defer([this, id] { connectors_.erase(id); }); });
-    Connector* raw = c.get();
-    connectors_.emplace(id, std::move(c));
-    raw->start();
+    connectors_.start(*engine_, [&](std::function<void()> finished) {
+      return std::make_unique<Connector>(device_, *token_, *addr, std::string(address), deadline,
+                                         std::move(on_done), std::move(finished));
+    });
   }
 
   void shutdown() override {
@@ -121,9 +118,8 @@ class VerbsBackend final : public transport::Backend {
       ::close(fd);
     }
     listeners_.clear();
-    for (auto& [id, c] : connectors_) c->abandon();
-    connectors_.clear();
-    acceptors_.clear();
+    connectors_.shutdown();  // abandoned: no report
+    acceptors_.shutdown();   // dropped: an Acceptor reports only to the log
   }
 
  private:
@@ -147,7 +143,6 @@ class VerbsBackend final : public transport::Backend {
         ::close(fd);
         continue;
       }
-      const std::uint64_t id = next_id_++;
       auto done = [fn](Result<std::unique_ptr<VerbsEndpoint>> ep) {
         if (!ep.ok()) {
           TICTAC_LOG(warn) << "verbs: refused an incoming connection: " << ep.status().to_string();
@@ -155,12 +150,10 @@ class VerbsBackend final : public transport::Backend {
         }
         (*fn)(std::move(ep).value());
       };
-      auto a = std::make_unique<Acceptor>(device_, *token_, fd, accept_timeout_, done, [this, id] {
-        engine_->defer([this, id] { acceptors_.erase(id); });
+      acceptors_.start(*engine_, [&](std::function<void()> finished) {
+        return std::make_unique<Acceptor>(device_, *token_, fd, accept_timeout_, done,
+                                          std::move(finished));
       });
-      Acceptor* raw = a.get();
-      acceptors_.emplace(id, std::move(a));
-      raw->start();
     }
   }
 
@@ -172,11 +165,10 @@ class VerbsBackend final : public transport::Backend {
       std::make_unique<SideToken>();  // outlives acceptors/connectors
   bool token_set_ = false;
   std::vector<int> listeners_;
-  std::uint64_t next_id_ = 1;
   std::uint32_t max_acceptors_ = 64;  // TICTAC_MAX_HANDSHAKES (set_handshake_limits)
   std::chrono::milliseconds accept_timeout_{10'000};  // TICTAC_HANDSHAKE_TIMEOUT
-  std::map<std::uint64_t, std::unique_ptr<Connector>> connectors_;
-  std::map<std::uint64_t, std::unique_ptr<Acceptor>> acceptors_;
+  transport::scaffold::ConnectorSet<Connector> connectors_;
+  transport::scaffold::ConnectorSet<Acceptor> acceptors_;
 };
 
 }  // namespace

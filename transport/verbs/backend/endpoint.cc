@@ -112,10 +112,7 @@ Status VerbsEndpoint::activate(int side_fd, const std::string& local_address, co
   return dev_->engine().watch(side_fd_, EPOLLIN | EPOLLRDHUP, [this](std::uint32_t ev) { on_side_channel(ev); });
 }
 
-VerbsEndpoint::~VerbsEndpoint() {
-  *alive_ = false;
-  close();
-}
+VerbsEndpoint::~VerbsEndpoint() { close(); }
 
 std::string VerbsEndpoint::peer_qp(std::uint32_t qpn) const {
   std::ostringstream os;
@@ -130,20 +127,20 @@ Status VerbsEndpoint::protocol_error(const std::string& what) const {
 void VerbsEndpoint::start(transport::EndpointSink* sink) {
   sink_ = sink;
   started_ = true;
-  std::weak_ptr<bool> alive = alive_;
-  dev_->engine().defer([this, alive] {
-    if (alive.expired() || sink_ == nullptr) return;
+  dev_->engine().defer(lifetime_.guard([this] {
+    if (sink_ == nullptr) return;
     if (closed_) {
       if (!failure_.ok()) sink_->on_failed(failure_);
       return;
     }
+    const auto self = lifetime_.token();
     while (!early_.empty() && !closed_) {
       const Arrival a = early_.front();
       early_.pop_front();
       deliver(a);
-      if (alive.expired()) return;
+      if (!self.alive()) return;
     }
-  });
+  }));
 }
 
 void VerbsEndpoint::on_completion(const ibv_wc& wc) {
@@ -160,9 +157,9 @@ void VerbsEndpoint::on_completion(const ibv_wc& wc) {
     if (wc.status == IBV_WC_WR_FLUSH_ERR) {
       // A flush is the consequence of an earlier error; if that was an async event (QP fatal),
       // report it instead.
-      std::weak_ptr<bool> alive = alive_;
+      const auto self = lifetime_.token();
       dev_->drain_async_events();
-      if (alive.expired() || closed_) return;
+      if (!self.alive() || closed_) return;
       st = Status(StatusCode::connection_lost,
                   st.message() + "; the QP had entered the error state and its outstanding work was flushed",
                   st.origin());
@@ -199,9 +196,9 @@ void VerbsEndpoint::on_side_channel(std::uint32_t events) {
   }
   const int err = n < 0 ? errno : 0;
   // Frames the peer sent before it left may still sit in the CQ: deliver them first.
-  std::weak_ptr<bool> alive = alive_;
+  const auto self = lifetime_.token();
   dev_->drain();
-  if (alive.expired() || closed_) return;
+  if (!self.alive() || closed_) return;
   if (err != 0 && err != EAGAIN) {
     fail(errno_status(StatusCode::connection_lost, "the TCP side channel to the peer failed", "recv", err));
   } else {

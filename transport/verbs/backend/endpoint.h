@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "transport/backend.h"
+#include "transport/scaffold/lifetime.h"
 #include "transport/verbs/backend/device.h"
 #include "transport/verbs/backend/queue_pair.h"
 #include "transport/verbs/backend/slot.h"
@@ -184,7 +185,7 @@ class VerbsEndpoint final : public transport::Endpoint, public DeviceClient {
   bool started_ = false;
   bool closed_ = false;
   Status failure_;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  transport::scaffold::LoopLifetime lifetime_;  // deferred work and sink callbacks check it
   int side_fd_ = -1;
 
   QueuePair data_qp_;

@@ -64,7 +64,7 @@ void VerbsEndpoint::deliver(const Arrival& a) {
   const std::uint32_t slot_bytes = local_.slot_bytes;
   std::uint32_t n = 0;
   SlotKind kind = SlotKind::frame;
-  std::weak_ptr<bool> alive = alive_;
+  const auto self = lifetime_.token();
   if (!in_frame_) {
     if (a.bytes < kSlotHeaderRoom) {
       fail(protocol_error("fragment of " + std::to_string(a.bytes) + " bytes cannot hold a frame header"));
@@ -90,7 +90,7 @@ void VerbsEndpoint::deliver(const Arrival& a) {
       return;
     }
     Result<transport::Destination> d = sink_->on_header(*h);
-    if (alive.expired() || closed_) return;
+    if (!self.alive() || closed_) return;
     if (!d.ok()) {
       fail(d.status());
       return;
@@ -151,12 +151,10 @@ void VerbsEndpoint::on_credit(const ibv_wc& wc) {
 void VerbsEndpoint::schedule_credit() {
   if (credit_scheduled_) return;
   credit_scheduled_ = true;
-  std::weak_ptr<bool> alive = alive_;
-  dev_->engine().defer([this, alive] {
-    if (alive.expired()) return;
+  dev_->engine().defer(lifetime_.guard([this] {
     credit_scheduled_ = false;
     send_credit();
-  });
+  }));
 }
 
 // One credit message for every slot freed since the last one, if the peer can take it now;

@@ -84,12 +84,10 @@ void VerbsEndpoint::cut() {
 void VerbsEndpoint::schedule_flush() {
   if (flush_scheduled_) return;
   flush_scheduled_ = true;
-  std::weak_ptr<bool> alive = alive_;
-  dev_->engine().defer([this, alive] {
-    if (alive.expired()) return;
+  dev_->engine().defer(lifetime_.guard([this] {
     flush_scheduled_ = false;
     flush();
-  });
+  }));
 }
 
 // Posts every cut fragment as one chain (one doorbell). Signalled: every signal_every-th request
@@ -146,12 +144,12 @@ void VerbsEndpoint::on_send_done(std::uint64_t value) {
     return;
   }
   completed_ = seq + 1;
-  std::weak_ptr<bool> alive = alive_;
+  const auto self = lifetime_.token();
   while (!in_flight_.empty() && in_flight_.front().last_seq < completed_) {
     const std::uint64_t cookie = in_flight_.front().cookie;
     in_flight_.pop_front();
     if (sink_ != nullptr) sink_->on_sent(cookie);
-    if (alive.expired() || closed_) return;
+    if (!self.alive() || closed_) return;
   }
   cut();
   maybe_writable();

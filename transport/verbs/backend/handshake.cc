@@ -41,7 +41,7 @@ void Acceptor::start() {
     st = dev_->engine().watch(stream_.fd(), EPOLLIN, [this](std::uint32_t ev) { on_events(ev); });
   }
   if (!st.ok()) {
-    dev_->engine().defer([this, st] { finish(st); });
+    dev_->engine().defer(lifetime_.guard([this, st] { finish(st); }));
     return;
   }
   watching_ = true;
@@ -127,26 +127,17 @@ Connector::Connector(std::shared_ptr<Device> device, const SideToken& token, soc
       token_(token),
       addr_(addr),
       address_(std::move(address)),
-      deadline_(deadline),
-      done_(std::move(done)),
-      finished_(std::move(finished)) {}
+      retry_(dev_->engine(), deadline, transport::scaffold::Backoff::constant(kConnectRetry),
+             std::move(done), std::move(finished), [this] { release(); }) {}
 
-Connector::~Connector() {
-  *alive_ = false;
-  abandon();
-}
+Connector::~Connector() { abandon(); }
 
 void Connector::start() {
-  deadline_timer_ = dev_->engine().add_timer(deadline_, [this] {
-    deadline_timer_ = 0;
-    finish(Status(StatusCode::timeout,
-                  "no verbs peer completed the QP exchange at " + address_ +
-                      " before the connect deadline (is anybody listening there?)"));
-  });
-  retry_timer_ = dev_->engine().add_timer(transport::Clock::now(), [this] {
-    retry_timer_ = 0;
-    attempt();
-  });
+  auto starting = retry_.starting();  // a report made in here comes from a loop event
+  retry_.watch_deadline(Status(StatusCode::timeout,
+                               "no verbs peer completed the QP exchange at " + address_ +
+                                   " before the connect deadline (is anybody listening there?)"));
+  retry_.schedule(transport::Clock::now(), [this] { attempt(); });
 }
 
 void Connector::drop_socket() {
@@ -155,16 +146,14 @@ void Connector::drop_socket() {
   stream_.reset();
 }
 
-void Connector::abandon() {
-  if (state_ == State::done) return;
+void Connector::release() {
   state_ = State::done;
   drop_socket();
   auth_.reset();
   ep_.reset();
-  if (retry_timer_ != 0) dev_->engine().cancel_timer(retry_timer_);
-  if (deadline_timer_ != 0) dev_->engine().cancel_timer(deadline_timer_);
-  retry_timer_ = deadline_timer_ = 0;
 }
+
+void Connector::abandon() { retry_.abandon(); }
 
 void Connector::attempt() {
   if (state_ == State::done) return;
@@ -189,17 +178,11 @@ void Connector::retry_or_fail(const Status& why, int err) {
   auth_.reset();
   ep_.reset();
   state_ = State::idle;
-  const bool refused = err == ECONNREFUSED;
-  if (refused && transport::Clock::now() + kConnectRetry < deadline_) {
-    retry_timer_ = dev_->engine().add_timer(transport::Clock::now() + kConnectRetry, [this] {
-      retry_timer_ = 0;
-      attempt();
-    });
-    return;
-  }
-  if (refused) {
-    finish(Status(StatusCode::timeout, "nobody listens at verbs://" + address_ +
-                                           " (connection refused until the connect deadline)"));
+  if (err == ECONNREFUSED) {  // nobody listens yet: only this is retried
+    retry_.retry(
+        [this] { attempt(); },
+        Status(StatusCode::timeout, "nobody listens at verbs://" + address_ +
+                                        " (connection refused until the connect deadline)"));
     return;
   }
   finish(
@@ -208,9 +191,9 @@ void Connector::retry_or_fail(const Status& why, int err) {
 
 void Connector::on_events(std::uint32_t) {
   if (state_ == State::done) return;
-  std::weak_ptr<bool> alive = alive_;
+  const auto self = lifetime_.token();
   Status st = step();
-  if (alive.expired() || state_ == State::done) return;
+  if (!self.alive() || state_ == State::done) return;
   if (!st.ok()) {
     if (state_ == State::connecting) {
       retry_or_fail(st, connect_errno_);
@@ -276,10 +259,7 @@ Status Connector::step() {
 
 void Connector::finish(Result<std::unique_ptr<transport::Endpoint>> result) {
   if (state_ == State::done) return;
-  abandon();
-  transport::ConnectFn done = std::move(done_);
-  done(std::move(result));
-  finished_();
+  retry_.report(std::move(result));
 }
 
 }  // namespace tictac::verbs

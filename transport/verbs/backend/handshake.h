@@ -10,8 +10,10 @@
 //
 // Each side reaches RTS before the other may send to it: the acceptor before it answers, the
 // connector before its ready byte; the acceptor hands its endpoint out only after that byte.
-// Connector: retries refused connects until the deadline (then timeout); reports exactly once,
-// always from a later loop step, unless abandoned. Acceptor: gives up (logging why) when the
+// Connector: retries refused connects every kConnectRetry until the deadline (then timeout);
+// reports exactly once, always from a later loop step, unless abandoned. Its policy (constant
+// back-off, deadline watchdog, report once, abandon) is the backend scaffold's ConnectRetry
+// (transport/scaffold/retry.h). Acceptor: gives up (logging why) when the
 // peer misbehaves, vanishes, or does not finish within its timeout (TICTAC_HANDSHAKE_TIMEOUT).
 // Threading: loop-thread only. Both own their socket until they hand it to the endpoint.
 #pragma once
@@ -25,6 +27,8 @@
 #include <string>
 
 #include "transport/backend.h"
+#include "transport/scaffold/lifetime.h"
+#include "transport/scaffold/retry.h"
 #include "transport/verbs/backend/device.h"
 #include "transport/verbs/backend/endpoint.h"
 #include "transport/verbs/backend/side_auth.h"
@@ -62,6 +66,7 @@ class Acceptor {
   enum class State { authenticate, read_info, read_ready, done } state_ = State::authenticate;
   bool watching_ = false;
   transport::ProgressEngine::TimerId timer_ = 0;
+  transport::scaffold::LoopLifetime lifetime_;
 };
 
 class Connector {
@@ -80,15 +85,14 @@ class Connector {
   Status step();
   void retry_or_fail(const Status& why, int err);
   void finish(Result<std::unique_ptr<transport::Endpoint>> result);
+  // What an attempt holds: the socket, the auth exchange, the half-built endpoint.
+  void release();
   void drop_socket();
 
   std::shared_ptr<Device> dev_;
   const SideToken& token_;
   const sockaddr_in addr_;
   const std::string address_;
-  const transport::Clock::time_point deadline_;
-  transport::ConnectFn done_;
-  std::function<void()> finished_;
   std::unique_ptr<SideStream> stream_;
   std::optional<SideAuth> auth_;
   std::unique_ptr<VerbsEndpoint> ep_;
@@ -102,9 +106,8 @@ class Connector {
   } state_ = State::idle;
   int connect_errno_ = 0;  // of the last failed connect attempt
   bool watching_ = false;
-  transport::ProgressEngine::TimerId retry_timer_ = 0;
-  transport::ProgressEngine::TimerId deadline_timer_ = 0;
-  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);
+  transport::scaffold::ConnectRetry retry_;
+  transport::scaffold::LoopLifetime lifetime_;
 };
 
 }  // namespace tictac::verbs
