@@ -53,6 +53,8 @@ namespace {
       {"TICTAC_TF_OP_TIMES", "(unset)",
        "grpc+tictac with TICTAC_TF_POLICY=tac: JSON file of profiled op seconds per node"},
       {"TICTAC_TF_TRACE", "0", "grpc+tictac: 1 = one stderr line per fetch event"},
+      {"TICTAC_TF_TRANSFER_LOG", "0",
+       "grpc+tictac: 1 = keep one record per received tensor (tictac.tf.take_transfers)"},
       {"TICTAC_TF_LIBRARY", "(build dir)", "tictac.tf: path of the ops library to load"},
       {"TICTAC_TF_SERVER_LIBRARY", "(build dir)",
        "tictac.tf.rendezvous: path of the grpc+tictac server library"},
