@@ -35,6 +35,10 @@ class Backoff {
     return Backoff(first, 2, cap);
   }
   static Backoff constant(std::chrono::milliseconds every) { return Backoff(every, 1, every); }
+  // The socket connectors' schedule (tcp, ucx): 5 ms, doubling up to 200 ms.
+  static Backoff for_sockets() {
+    return doubling(std::chrono::milliseconds(5), std::chrono::milliseconds(200));
+  }
 
   // The delay before the next retry.
   std::chrono::milliseconds delay() const { return delay_; }

@@ -11,17 +11,12 @@
 #include "transport/tcp/socket_options.h"
 
 namespace tictac::transport::tcp {
-namespace {
-constexpr auto kFirstRetry = std::chrono::milliseconds(5);
-constexpr auto kMaxRetry = std::chrono::milliseconds(200);
-}  // namespace
-
 TcpConnector::TcpConnector(ProgressEngine& engine, std::string address, Clock::time_point deadline,
                            ConnectFn on_done, std::function<void()> finished)
     : engine_(engine),
       address_(std::move(address)),
-      retry_(engine, deadline, scaffold::Backoff::doubling(kFirstRetry, kMaxRetry),
-             std::move(on_done), std::move(finished), [this] { close_socket(); }) {}
+      retry_(engine, deadline, scaffold::Backoff::for_sockets(), std::move(on_done),
+             std::move(finished), [this] { close_socket(); }) {}
 
 TcpConnector::~TcpConnector() { retry_.abandon(); }
 

@@ -4,18 +4,13 @@
 #include "transport/ucx/ucs_status.h"
 
 namespace tictac::transport::ucx {
-namespace {
-constexpr auto kFirstRetry = std::chrono::milliseconds(5);
-constexpr auto kMaxRetry = std::chrono::milliseconds(200);
-}  // namespace
-
 UcxConnector::UcxConnector(UcxWorker& worker, std::string address, Clock::time_point deadline,
                            ConnectFn on_done, std::function<void()> finished)
     : worker_(worker),
       address_(std::move(address)),
       // release: closes the endpoint (forced: it never carried a frame)
-      retry_(worker.engine(), deadline, scaffold::Backoff::doubling(kFirstRetry, kMaxRetry),
-             std::move(on_done), std::move(finished), [this] { ep_.reset(); }) {}
+      retry_(worker.engine(), deadline, scaffold::Backoff::for_sockets(), std::move(on_done),
+             std::move(finished), [this] { ep_.reset(); }) {}
 
 UcxConnector::~UcxConnector() { abandon(); }
 
