@@ -125,20 +125,12 @@ void ConnectRetry::stop() {
 }
 
 void ConnectRetry::report(ConnectResult result) {
-  if (done()) {
-    report_.report(std::move(result));  // counted as ignored
-    return;
-  }
-  stop();
+  if (!done()) stop();  // once done, ReportOnce ignores (and counts) the report
   report_.report(std::move(result));
 }
 
 void ConnectRetry::report_soon(ConnectResult result) {
-  if (done()) {
-    report_.report_soon(std::move(result));  // counted as ignored
-    return;
-  }
-  stop();
+  if (!done()) stop();  // once done, ReportOnce ignores (and counts) the report
   report_.report_soon(std::move(result));
 }
 
