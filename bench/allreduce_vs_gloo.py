@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import random
 import statistics
 import sys
 import tempfile
@@ -92,6 +93,13 @@ def _run(world, sizes_mib, rounds, dtype):
     return results
 
 
+def _median_ci(values, resamples=2000, seed=1):
+    """95% percentile-bootstrap interval of the median of `values` (paired round ratios)."""
+    rng = random.Random(seed)
+    est = sorted(statistics.median(rng.choices(values, k=len(values))) for _ in range(resamples))
+    return est[int(0.025 * (resamples - 1))], est[int(0.975 * (resamples - 1))]
+
+
 def _report(n, mib, dtype, rounds, times, same):
     nbytes = mib << 20
     busbw = {k: [2 * (n - 1) / n * nbytes / t / 1e9 for t in v] for k, v in times.items()}
@@ -101,9 +109,10 @@ def _report(n, mib, dtype, rounds, times, same):
         print(f"  {k:7s} busbw GB/s: " + " ".join(f"{b:.2f}" for b in busbw[k]))
     med = {k: statistics.median(v) for k, v in busbw.items()}
     ratios = [a / b for a, b in zip(busbw["tictac"], busbw["gloo"])]
+    lo, hi = _median_ci(ratios)
     print(f"median busbw: tictac {med['tictac']:.2f} GB/s, gloo {med['gloo']:.2f} GB/s, "
           f"ratio {med['tictac'] / med['gloo']:.2f}x (median of paired ratios "
-          f"{statistics.median(ratios):.2f}x)")
+          f"{statistics.median(ratios):.2f}x, 95% bootstrap interval [{lo:.2f}, {hi:.2f}])")
     print(f"results equal: {same}")
     return (n, mib, med["tictac"], med["gloo"], med["tictac"] / med["gloo"], statistics.median(ratios))
 

@@ -8,7 +8,7 @@
 namespace tictac::transport {
 
 ChunkTuner::ChunkTuner(ChunkTunerConfig config)
-    : config_(config), chunk_(config.chunk_bytes), window_(config.window_chunks) {
+    : config_(config), chunk_(config.chunk_bytes), solo_chunk_(config.chunk_bytes), window_(config.window_chunks) {
   TICTAC_CHECK(config_.chunk_bytes > 0 && config_.window_chunks > 0,
                "chunk and window must be positive");
   TICTAC_CHECK(config_.min_chunk > 0 && config_.min_chunk <= config_.max_chunk, "bad chunk bounds");
@@ -54,13 +54,8 @@ void ChunkTuner::finish_sample() {
   seen_.clear();
 
   if (config_.auto_chunk) {
-    const double ideal = rate_ * std::chrono::duration<double>(config_.target).count();
-    if (ideal >= static_cast<double>(chunk_) * 2 || ideal <= static_cast<double>(chunk_) / 2) {
-      // Nearest power of two in log scale.
-      const double lg = std::round(std::log2(std::max(ideal, 1.0)));
-      const double pow2 = std::ldexp(1.0, static_cast<int>(std::min(lg, 62.0)));
-      chunk_ = std::clamp(static_cast<std::uint64_t>(pow2), config_.min_chunk, config_.max_chunk);
-    }
+    retune(chunk_, rate_ * std::chrono::duration<double>(config_.target).count());
+    retune(solo_chunk_, rate_ * std::chrono::duration<double>(config_.solo_target).count());
   }
   if (config_.auto_window) {
     const double chunk_s = static_cast<double>(chunk_) / rate_;
@@ -68,6 +63,14 @@ void ChunkTuner::finish_sample() {
     window_ = static_cast<std::uint32_t>(std::clamp(w, static_cast<double>(config_.min_window),
                                                     static_cast<double>(config_.max_window)));
   }
+}
+
+void ChunkTuner::retune(std::uint64_t& chunk, double ideal) const {
+  if (ideal < static_cast<double>(chunk) * 2 && ideal > static_cast<double>(chunk) / 2) return;
+  // Nearest power of two in log scale.
+  const double lg = std::round(std::log2(std::max(ideal, 1.0)));
+  const double pow2 = std::ldexp(1.0, static_cast<int>(std::min(lg, 62.0)));
+  chunk = std::clamp(static_cast<std::uint64_t>(pow2), config_.min_chunk, config_.max_chunk);
 }
 
 }  // namespace tictac::transport

@@ -16,6 +16,9 @@
 //  - chunk = rate x `target` (the pre-emption latency one chunk adds), rounded to a power of two
 //    and clamped to [min_chunk, max_chunk]; changed only when the ideal size leaves
 //    (chunk / 2, chunk x 2) (hysteresis: no flapping between neighbouring powers of two).
+//  - solo chunk = rate x `solo_target`, rounded and clamped the same way: the size a SendQueue
+//    uses while only one priority level is in use (nothing to pre-empt, so a longer chunk costs no
+//    latency and saves per-chunk work; see send_queue.h).
 //  - window = 1 + ceil(delay / chunk time), clamped to [min_window (2), max_window]: enough
 //    chunks that the ones still in flight cover the backend's delay and the link stays full, no
 //    more (every extra chunk in flight adds one chunk time of pre-emption latency). At least 2:
@@ -25,6 +28,7 @@
 // in. Not thread-safe (owned by its SendQueue, on the loop thread).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <vector>
@@ -37,6 +41,7 @@ struct ChunkTunerConfig {
   std::uint64_t chunk_bytes = 1 << 20;  // fixed value, or the initial one when auto
   std::uint32_t window_chunks = 4;      // fixed value, or the initial one when auto
   std::chrono::nanoseconds target{std::chrono::microseconds(100)};
+  std::chrono::nanoseconds solo_target{std::chrono::milliseconds(1)};
   std::uint64_t min_chunk = 64 << 10;
   std::uint64_t max_chunk = 8 << 20;
   std::uint32_t min_window = 2;
@@ -58,6 +63,9 @@ class ChunkTuner {
                bool busy_after);
 
   std::uint64_t chunk_bytes() const { return chunk_; }
+  // The chunk for single-level traffic: the initial value until the first sample, then rate x
+  // solo_target (never below chunk_bytes()). Equal to chunk_bytes() when the chunk is fixed.
+  std::uint64_t solo_chunk_bytes() const { return std::max(solo_chunk_, chunk_); }
   std::uint32_t window_chunks() const { return window_; }
   double rate_bytes_per_s() const { return rate_; }  // 0 until the first sample
   Time backend_delay() const { return base_; }
@@ -66,9 +74,12 @@ class ChunkTuner {
 
  private:
   void finish_sample();
+  // Moves `chunk` to the power of two nearest to `ideal` bytes when `ideal` left (chunk/2, chunk*2).
+  void retune(std::uint64_t& chunk, double ideal) const;
 
   ChunkTunerConfig config_;
   std::uint64_t chunk_;
+  std::uint64_t solo_chunk_;
   std::uint32_t window_;
   double rate_ = 0;
   Time base_{0};

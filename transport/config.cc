@@ -21,6 +21,12 @@ const DurationTunable kChunkTarget{"TICTAC_CHUNK_TARGET", std::chrono::microseco
                                    "with TICTAC_CHUNK_BYTES=auto: the time one chunk takes at the "
                                    "measured rate, i.e. the pre-emption latency a chunk adds "
                                    "(10us..1s)", "100us"};
+const DurationTunable kChunkTargetSolo{"TICTAC_CHUNK_TARGET_SOLO", std::chrono::milliseconds(1),
+                                       "with TICTAC_CHUNK_BYTES=auto: the chunk time used while all "
+                                       "data sent for 50 ms had one priority level (nothing to "
+                                       "pre-empt), e.g. a plain allreduce; fewer, longer chunks cost "
+                                       "less CPU. At or below TICTAC_CHUNK_TARGET: off (10us..1s)",
+                                       "1ms"};
 const SizeTunable kEagerBytes{"TICTAC_EAGER_BYTES", 256 << 10,
                               "eager receive pool per peer; smaller messages skip the READY round trip "
                               "while credit lasts (0 disables eager sends)"};
@@ -94,6 +100,9 @@ Result<TransportConfig> TransportConfig::from_env() {
   auto target = kChunkTarget.get();
   TICTAC_RETURN_IF_ERROR(target);
   c.chunk_target = *target;
+  auto solo_target = kChunkTargetSolo.get();
+  TICTAC_RETURN_IF_ERROR(solo_target);
+  c.solo_chunk_target = *solo_target;
   auto eager = kEagerBytes.get();
   TICTAC_RETURN_IF_ERROR(eager);
   auto timeout = kTimeout.get();
@@ -141,6 +150,7 @@ Result<TransportConfig> TransportConfig::from_env() {
                     << (c.auto_chunk ? "auto" : std::to_string(c.chunk_bytes))
                     << " TICTAC_WINDOW=" << (c.auto_window ? "auto" : std::to_string(c.window_chunks))
                     << " TICTAC_CHUNK_TARGET=" << c.chunk_target.count() << "ns"
+                    << " TICTAC_CHUNK_TARGET_SOLO=" << c.solo_chunk_target.count() << "ns"
                     << " TICTAC_EAGER_BYTES=" << c.eager_bytes
                     << " TICTAC_TIMEOUT=" << c.timeout.count() << "ms TICTAC_PRIORITY="
                     << (c.enforce_priority ? 1 : 0) << " TICTAC_ADVERTS=" << c.max_adverts
@@ -159,6 +169,10 @@ Status TransportConfig::validate() const {
   if (chunk_target < std::chrono::microseconds(10) || chunk_target > std::chrono::seconds(1)) {
     return invalid_argument("chunk target of " + std::to_string(chunk_target.count()) +
                             " ns is out of range 10us..1s (TICTAC_CHUNK_TARGET)");
+  }
+  if (solo_chunk_target < std::chrono::microseconds(10) || solo_chunk_target > std::chrono::seconds(1)) {
+    return invalid_argument("solo chunk target of " + std::to_string(solo_chunk_target.count()) +
+                            " ns is out of range 10us..1s (TICTAC_CHUNK_TARGET_SOLO)");
   }
   if (eager_bytes > (std::uint64_t{1} << 40)) {
     return invalid_argument("eager pool of " + std::to_string(eager_bytes) +

@@ -5,6 +5,9 @@
 //   TICTAC_WINDOW       (auto)   data chunks in flight per backend device; auto = enough to keep
 //                                the link full at the measured rate and backend delay
 //   TICTAC_CHUNK_TARGET (100us)  auto chunk: how long one chunk takes at the measured rate
+//   TICTAC_CHUNK_TARGET_SOLO (1ms) auto chunk while only one priority level is in use (nothing to
+//                                pre-empt: longer chunks, less per-chunk work); <= TICTAC_CHUNK_TARGET
+//                                turns it off (transport/send_queue.h, "Solo chunks")
 //   TICTAC_EAGER_BYTES  (256 KiB) eager pool per peer: messages up to this size are sent without
 //                                 waiting for the receiver's READY while credit lasts
 //   TICTAC_TIMEOUT      (30s)    connect/handshake timeout and silence after which a peer is dead
@@ -42,6 +45,7 @@ struct TransportConfig {
   bool auto_chunk = false;
   bool auto_window = false;
   std::chrono::nanoseconds chunk_target{std::chrono::microseconds(100)};
+  std::chrono::nanoseconds solo_chunk_target{std::chrono::milliseconds(1)};
   std::uint64_t eager_bytes = 256 << 10;
   std::chrono::milliseconds timeout{30'000};
   bool enforce_priority = true;

@@ -26,6 +26,7 @@ Core::Core(ProgressEngine& engine, const TransportConfig& config, std::string na
   qc.auto_chunk = config.auto_chunk;
   qc.auto_window = config.auto_window;
   qc.chunk_target = config.chunk_target;
+  qc.solo_chunk_target = config.solo_chunk_target;
   for (auto& b : backends) {
     Device d;
     d.backend = std::move(b);

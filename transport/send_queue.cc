@@ -18,11 +18,13 @@ ChunkTunerConfig tuner_config(const SendQueueConfig& c) {
   t.chunk_bytes = c.chunk_bytes;
   t.window_chunks = c.window_chunks;
   t.target = c.chunk_target;
+  t.solo_target = std::max(c.solo_chunk_target, c.chunk_target);
   return t;
 }
 }  // namespace
 
-SendQueue::SendQueue(SendQueueConfig config) : config_(std::move(config)), tuner_(tuner_config(config_)) {}
+SendQueue::SendQueue(SendQueueConfig config)
+    : config_(std::move(config)), tuner_(tuner_config(config_)), last_mixed_(now()) {}
 
 std::chrono::nanoseconds SendQueue::now() const {
   if (config_.clock) return config_.clock();
@@ -40,7 +42,12 @@ void SendQueue::enqueue(Level& level, PeerId peer, Message m) {
 std::uint64_t SendQueue::push(PeerId peer, std::uint64_t message, Priority priority,
                               std::uint64_t bytes, bool whole) {
   Message m{message, next_seq_++, priority, bytes, 0, false, whole};
-  enqueue(levels_[config_.enforce_priority ? priority : 0], peer, m);
+  const Priority level = config_.enforce_priority ? priority : 0;
+  if (config_.auto_chunk && last_level_ != level) {
+    if (last_level_) last_mixed_ = now();
+    last_level_ = level;
+  }
+  enqueue(levels_[level], peer, m);
   return m.seq;
 }
 
@@ -66,7 +73,7 @@ std::optional<Chunk> SendQueue::take(Level& level, const std::function<bool(Peer
     c.control = m.control;
     c.offset = m.next_offset;
     const std::uint64_t left = m.bytes - m.next_offset;
-    c.length = m.control ? 0 : m.whole ? left : std::min(tuner_.chunk_bytes(), left);
+    c.length = m.control ? 0 : m.whole ? left : std::min(pop_chunk_, left);
     m.next_offset += c.length;
     c.last = m.control || m.next_offset >= m.bytes;
     level.ring.erase(level.ring.begin() + static_cast<std::ptrdiff_t>(i));
@@ -87,6 +94,8 @@ std::optional<Chunk> SendQueue::take(Level& level, const std::function<bool(Peer
 std::optional<Chunk> SendQueue::pop(const std::function<bool(PeerId)>& can_send) {
   if (auto c = take(control_, can_send)) return c;
   if (in_flight_ >= tuner_.window_chunks()) return std::nullopt;
+  const std::chrono::nanoseconds t = config_.auto_chunk || config_.auto_window ? now() : std::chrono::nanoseconds{0};
+  pop_chunk_ = config_.auto_chunk && solo_at(t) ? tuner_.solo_chunk_bytes() : tuner_.chunk_bytes();
   for (auto it = levels_.begin(); it != levels_.end();) {
     std::optional<Chunk> c = take(it->second, can_send);
     if (it->second.ring.empty()) {
@@ -95,7 +104,7 @@ std::optional<Chunk> SendQueue::pop(const std::function<bool(PeerId)>& can_send)
       ++it;
     }
     if (c) {
-      if (config_.auto_chunk || config_.auto_window) c->popped = now();
+      c->popped = t;
       c->ahead_bytes = in_flight_bytes_;
       ++in_flight_;
       in_flight_bytes_ += c->length;
@@ -107,6 +116,12 @@ std::optional<Chunk> SendQueue::pop(const std::function<bool(PeerId)>& can_send)
   }
   return std::nullopt;
 }
+
+bool SendQueue::solo_at(std::chrono::nanoseconds t) const {
+  return config_.auto_chunk && levels_.size() <= 1 && t - last_mixed_ >= config_.solo_after;
+}
+
+bool SendQueue::solo() const { return solo_at(now()); }
 
 void SendQueue::on_chunk_done(const Chunk& chunk) {
   if (chunk.control) return;

@@ -29,6 +29,7 @@
 #include "common/status.h"
 #include "integration/group/priority_table.h"
 #include "integration/group/rank_mesh.h"
+#include "integration/group/scratch_pool.h"
 #include "transport/bootstrap/store.h"
 #include "transport/context.h"
 
@@ -74,6 +75,8 @@ class Group {
   // The backend ("tcp", "ucx", ...) the connection to `rank` runs over; "" for this rank.
   const std::string& backend_of(int rank) const { return mesh_->backend_of(rank); }
   PriorityTable& priorities() { return priorities_; }
+  // Reusable buffers for collectives' temporary data (scratch_pool.h); thread-safe.
+  ScratchPool& scratch() { return scratch_; }
 
   // Point-to-point. An invalid rank (self, out of range) completes `done` with
   // invalid_argument, asynchronously like every other outcome.
@@ -145,6 +148,7 @@ class Group {
   std::unique_ptr<transport::Context> context_;
   std::unique_ptr<RankMesh> mesh_;
   PriorityTable priorities_;
+  ScratchPool scratch_;
   std::uint64_t collective_seq_ = 0;  // collective thread only
   bool closed_ = false;
 };

@@ -59,8 +59,9 @@ class Ring {
     if (first_ < n_ - 1) {
       chunk_slot_ = (blocks.max_len() + static_cast<std::size_t>(chunks_) - 1) /
                     static_cast<std::size_t>(chunks_);
-      // Not zeroed: every byte read was received first (a block's worth of memset per call).
-      scratch_.reset(new std::byte[chunk_slot_ * static_cast<std::size_t>(chunks_) * elem]);
+      // From the group's pool: no fresh pages to fault in per call; not zeroed, since every byte
+      // read was received first (a block's worth of memset per call).
+      scratch_ = g.scratch().acquire(chunk_slot_ * static_cast<std::size_t>(chunks_) * elem);
     }
     step_.assign(static_cast<std::size_t>(chunks_), first_);
   }
@@ -99,7 +100,7 @@ class Ring {
     return {blocks_.begin[static_cast<std::size_t>(b)] + in.begin, in.len};
   }
   std::byte* slot(int j) {
-    return scratch_.get() + static_cast<std::size_t>(j) * chunk_slot_ * elem_;
+    return scratch_.data() + static_cast<std::size_t>(j) * chunk_slot_ * elem_;
   }
 
   void post(int j) {
@@ -119,10 +120,11 @@ class Ring {
   const ReduceFn* reduce_;
   int first_, last_, n_, r_;
   std::uint64_t seq_;
+  // Declared before flow_ so that it outlives it: ~Flow waits for the transfers into it to end.
+  ScratchPool::Lease scratch_;
   Flow flow_;
   int chunks_ = 1;
   std::size_t chunk_slot_ = 0;  // elements per scratch slot
-  std::unique_ptr<std::byte[]> scratch_;
   std::vector<int> step_;  // by chunk: the step it is in
 };
 

@@ -111,6 +111,27 @@ TEST_P(Coll, AllreduceReduceAndReduceScatterSum) {
   }
 }
 
+// The ring's scratch (a block of receive slots) comes from the group's ScratchPool: repeated
+// allreduces of one size allocate it once per rank, not once per call (fresh pages to fault in).
+TEST_P(Coll, RepeatedAllreduceReusesItsScratch) {
+  const std::size_t count = 3 * 131072 + 5;
+  std::vector<std::vector<std::int64_t>> data(n(), std::vector<std::int64_t>(count));
+  for (int call = 0; call < 5; ++call) {
+    for (int r = 0; r < n(); ++r)
+      for (std::size_t i = 0; i < count; ++i) data[r][i] = value(r, i) + call;
+    on_all(n(), [&](int r) { return groups_[r]->allreduce(data[r].data(), count, 8, sum_i64); });
+    for (std::size_t i = 0; i < count; i += 4099) {
+      std::int64_t want = 0;
+      for (int r = 0; r < n(); ++r) want += value(r, i) + call;
+      for (int r = 0; r < n(); ++r) ASSERT_EQ(data[r][i], want) << "call " << call << " rank " << r;
+    }
+  }
+  for (int r = 0; r < n(); ++r) {
+    EXPECT_EQ(groups_[r]->scratch().allocations(), n() > 1 ? 1u : 0u) << "rank " << r;
+    EXPECT_EQ(groups_[r]->scratch().free_buffers(), n() > 1 ? 1u : 0u) << "rank " << r;
+  }
+}
+
 TEST_P(Coll, RingAllgatherUnevenBlocks) {
   const Blocks blocks = Blocks::even(3 * 131072 * static_cast<std::size_t>(n()) + 3, n());
   const std::size_t total = blocks.begin.back() + blocks.len.back();

@@ -7,6 +7,9 @@
 
 #include "transport/send_queue.h"
 
+#include <optional>
+#include <vector>
+
 namespace tictac::transport {
 namespace {
 
@@ -163,6 +166,7 @@ std::vector<std::uint64_t> chunk_lengths(bool auto_tune) {
   c.window_chunks = 2;
   c.auto_chunk = auto_tune;
   c.auto_window = auto_tune;
+  c.solo_chunk_target = c.chunk_target;  // solo chunks off: the normal size alone (tested below)
   c.clock = [&clock] { return clock; };
   SendQueue q(c);
   q.push(1, 7, 0, 16 << 20);
@@ -190,6 +194,99 @@ TEST(SendQueueTuned, ChunksShrinkOnASlowLinkAndWholeMessagesStayWhole) {
   const std::vector<std::uint64_t> fixed = chunk_lengths(false);  // counter-check
   for (std::size_t i = 0; i + 1 < fixed.size(); ++i) EXPECT_EQ(fixed[i], 256u << 10) << i;
   EXPECT_EQ(fixed.back(), 1u << 20);
+}
+
+TEST(ChunkTuner, SoloChunkIsTheRateTimesTheSoloTarget) {
+  ChunkTunerConfig c = auto_config();
+  c.target = std::chrono::microseconds(100);
+  c.solo_target = std::chrono::milliseconds(1);
+  ChunkTuner t(c);
+  EXPECT_EQ(t.solo_chunk_bytes(), 256u << 10);  // the initial value until the first sample
+  feed(t, 1e9, nanoseconds{0}, 400);
+  EXPECT_EQ(t.chunk_bytes(), 128u << 10);      // 1 GB/s x 100 us = 100 KB
+  EXPECT_EQ(t.solo_chunk_bytes(), 1u << 20);   // 1 GB/s x 1 ms = 1 MB
+  c.auto_chunk = false;                        // counter-check: a fixed chunk is the solo chunk too
+  ChunkTuner fixed(c);
+  feed(fixed, 1e9, nanoseconds{0}, 400);
+  EXPECT_EQ(fixed.solo_chunk_bytes(), 256u << 10);
+}
+
+// SendQueue solo chunks: a 1 GB/s link carrying a long message of one priority level, with an
+// optional message of another level pushed at `mixed_at`. Returns (completion time, length) of
+// every chunk of the long message (id 7).
+struct Popped {
+  nanoseconds done;
+  std::uint64_t length;
+};
+std::vector<Popped> solo_run(std::chrono::nanoseconds solo_target,
+                             std::optional<nanoseconds> mixed_at = std::nullopt) {
+  nanoseconds clock{0};
+  SendQueueConfig c;
+  c.chunk_bytes = 64 << 10;
+  c.window_chunks = 2;
+  c.auto_chunk = true;
+  c.auto_window = true;
+  c.solo_chunk_target = solo_target;
+  c.clock = [&clock] { return clock; };
+  SendQueue q(c);
+  q.push(1, 7, 5, 400 << 20);  // 400 ms at 1 GB/s
+  std::vector<Popped> out;
+  std::vector<Chunk> in_flight;
+  bool pushed = false;
+  for (int guard = 0; guard < 1000000 && (!q.empty() || !in_flight.empty()); ++guard) {
+    if (mixed_at && !pushed && clock >= *mixed_at) {
+      q.push(2, 8, 9, 64 << 20);  // another level, behind the first: no pre-emption, but mixed
+      pushed = true;
+    }
+    while (auto chunk = q.pop({})) in_flight.push_back(*chunk);
+    if (in_flight.empty()) break;
+    const Chunk done = in_flight.front();
+    in_flight.erase(in_flight.begin());
+    clock += nanoseconds(static_cast<std::int64_t>(static_cast<double>(done.length) / 1e9 * 1e9));
+    q.on_chunk_done(done);
+    if (done.message == 7) out.push_back({clock, done.length});
+  }
+  return out;
+}
+
+std::uint64_t length_at(const std::vector<Popped>& run, nanoseconds t) {
+  for (const Popped& p : run)
+    if (p.done >= t) return p.length;
+  return 0;
+}
+
+TEST(SendQueueTuned, OneLevelForFiftyMillisecondsGetsSoloChunks) {
+  const auto run = solo_run(std::chrono::milliseconds(1));
+  ASSERT_FALSE(run.empty());
+  EXPECT_EQ(length_at(run, std::chrono::milliseconds(20)), 64u << 10);  // normal until 50 ms (1 GB/s x 100 us = 100 KB: within 2x of the 64 KiB start)
+  EXPECT_EQ(length_at(run, std::chrono::milliseconds(100)), 1u << 20);   // then 1 GB/s x 1 ms
+  // Counter-check: with the solo target at the normal one, chunks stay at the normal size.
+  const auto off = solo_run(std::chrono::microseconds(100));
+  EXPECT_EQ(length_at(off, std::chrono::milliseconds(100)), 64u << 10);
+  EXPECT_EQ(length_at(off, std::chrono::milliseconds(350)), 64u << 10);
+}
+
+TEST(SendQueueTuned, AnotherLevelEndsSoloChunksAtOnce) {
+  const auto run = solo_run(std::chrono::milliseconds(1), std::chrono::milliseconds(150));
+  EXPECT_EQ(length_at(run, std::chrono::milliseconds(140)), 1u << 20);
+  // From the push on, two levels are queued: normal chunks (the first completion after the push
+  // may still be a solo chunk popped before it; the window holds at most 2).
+  EXPECT_EQ(length_at(run, std::chrono::milliseconds(155)), 64u << 10);
+  EXPECT_EQ(length_at(run, std::chrono::milliseconds(300)), 64u << 10);
+}
+
+TEST(SendQueueTuned, FixedChunksHaveNoSoloMode) {
+  nanoseconds clock{0};
+  SendQueueConfig c;
+  c.chunk_bytes = 64 << 10;
+  c.clock = [&clock] { return clock; };
+  SendQueue q(c);
+  q.push(1, 7, 0, 64 << 20);
+  clock += std::chrono::seconds(1);
+  EXPECT_FALSE(q.solo());
+  auto chunk = q.pop({});
+  ASSERT_TRUE(chunk.has_value());
+  EXPECT_EQ(chunk->length, 64u << 10);
 }
 
 }  // namespace
