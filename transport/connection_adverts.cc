@@ -11,7 +11,7 @@ using wire::Header;
 void Connection::advertise(const Request* req, std::uint64_t ahead) {
   check_loop_thread("advertise");
   if (state_ != State::established || config_.max_adverts == 0 ||
-      adverts_out_count_ >= config_.max_adverts) {
+      adverts_out_count_ >= config_.max_adverts || req->length() <= kAdvertMinBytes) {
     return;
   }
   const std::uint64_t id = next_advert_id_++;

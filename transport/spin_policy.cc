@@ -29,7 +29,7 @@ void SpinPolicy::spun(bool found_work) {
 }
 
 void SpinPolicy::slept(std::chrono::nanoseconds slept, bool work) {
-  if (work && slept < max_ && level_ > 0) --level_;
+  if (work && slept < kActiveGapFactor * max_ && level_ > 0) --level_;
 }
 
 Result<std::chrono::microseconds> spin_from_text(std::string_view text, unsigned cores) {

@@ -16,6 +16,10 @@ constexpr std::size_t kMaxQueuedFrames = 256;
 constexpr int kMaxIov = 64;
 constexpr int kMaxFramesPerWakeup = 64;  // fairness between sockets on one loop
 constexpr std::size_t kScratchBytes = 64 << 10;
+// Header-state reads ask for this much: a small frame (header + payload) and the small frames
+// behind it arrive in one recv; a large payload's first bytes are copied from here, its rest is
+// read straight into its destination.
+constexpr std::size_t kRxBytes = 4 << 10;
 // The endpoint takes no new chunk while more than this many bytes wait in user space for the
 // socket (which itself holds at most TICTAC_TCP_NOTSENT_LOWAT unsent bytes): together they bound
 // how far a newly queued high-priority chunk lands behind data already handed over.
@@ -157,26 +161,56 @@ void TcpEndpoint::flush() {
 void TcpEndpoint::read_some() {
   const auto self = lifetime_.token();
   int frames = 0;
-  // A header already read behind the last payload (see below) is handled even past the frame
-  // limit: no further EPOLLIN may come for it.
-  while (!closed_ && (frames < kMaxFramesPerWakeup || hgot_ == wire::kHeaderBytes)) {
+  // Set once a read returned less than it asked for: the socket is drained for now, so the
+  // next read would only return EAGAIN (level-triggered epoll reports the next bytes).
+  bool drained = false;
+  // A header already read behind the last payload, or bytes in rx_, are handled even past the
+  // frame limit: no further EPOLLIN may come for them.
+  while (!closed_ && (frames < kMaxFramesPerWakeup || hgot_ == wire::kHeaderBytes || rx_pos_ < rx_len_)) {
     ssize_t r;
     std::size_t ahead = 0;  // bytes of the next frame's header read behind this payload
     const bool header_ready = rstate_ == ReadState::header && hgot_ == wire::kHeaderBytes;
     if (header_ready) {
       r = 0;  // nothing to read: decode the buffered header
+    } else if (rx_pos_ < rx_len_) {
+      // Hand over bytes read ahead: the rest of a header, or (part of) a payload.
+      const std::size_t avail = rx_len_ - rx_pos_;
+      const std::byte* from = rx_.data() + rx_pos_;
+      std::size_t n;
+      if (rstate_ == ReadState::header) {
+        n = std::min(wire::kHeaderBytes - hgot_, avail);
+        std::copy(from, from + n, hbuf_.data() + hgot_);
+      } else {
+        n = std::min(static_cast<std::size_t>(cur_.length - pgot_), avail);
+        if (!dest_.discard) std::copy(from, from + n, dest_.data + pgot_);
+      }
+      rx_pos_ += n;
+      r = static_cast<ssize_t>(n);
+    } else if (drained) {
+      return;
     } else if (rstate_ == ReadState::header) {
-      r = recv(fd_, hbuf_.data() + hgot_, wire::kHeaderBytes - hgot_, 0);
+      // A header, and whatever follows it up to kRxBytes: a small frame costs one recv.
+      if (rx_.empty()) rx_.resize(kRxBytes);
+      r = recv(fd_, rx_.data(), rx_.size(), 0);
+      if (r > 0) {
+        drained = static_cast<std::size_t>(r) < rx_.size();
+        rx_pos_ = 0;
+        rx_len_ = static_cast<std::size_t>(r);
+        continue;
+      }
     } else {
       const std::size_t left = cur_.length - pgot_;
       if (dest_.discard) {
         if (scratch_.empty()) scratch_.resize(kScratchBytes);
-        r = recv(fd_, scratch_.data(), std::min(left, scratch_.size()), 0);
+        const std::size_t want = std::min(left, scratch_.size());
+        r = recv(fd_, scratch_.data(), want, 0);
+        drained = r >= 0 && static_cast<std::size_t>(r) < want;
       } else {
         // The payload's rest and the next frame's header in one call (one recv per frame
         // instead of two when frames arrive back to back).
         iovec iov[2] = {iovec{dest_.data + pgot_, left}, iovec{hbuf_.data(), wire::kHeaderBytes}};
         r = readv(fd_, iov, 2);
+        drained = r >= 0 && static_cast<std::size_t>(r) < left + wire::kHeaderBytes;
         if (r > static_cast<ssize_t>(left)) {
           ahead = static_cast<std::size_t>(r) - left;
           r = static_cast<ssize_t>(left);

@@ -66,6 +66,11 @@ class TcpEndpoint final : public Endpoint {
   Destination dest_;
   std::size_t pgot_ = 0;
   std::vector<std::byte> scratch_;
+  // Bytes read ahead in header state (one recv of up to kRxBytes takes a small frame whole, and
+  // often the frames behind it), not yet handed to the state machine: rx_[rx_pos_, rx_len_).
+  std::vector<std::byte> rx_;
+  std::size_t rx_pos_ = 0;
+  std::size_t rx_len_ = 0;
 };
 
 }  // namespace tictac::transport::tcp

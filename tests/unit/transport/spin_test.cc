@@ -45,6 +45,12 @@ TEST(SpinPolicy, QuickWakeUpsBringSpinningBackGradually) {
   EXPECT_EQ(p.budget(), microseconds(1));
   p.slept(microseconds(10), true);
   EXPECT_EQ(p.budget(), microseconds(2));
+  // Work after more than the maximum but within kActiveGapFactor maxima: a ping-pong whose peer
+  // sleeps too (its wake-up is in the gap). Counts as traffic; beyond that it does not.
+  p.slept(microseconds(64 * SpinPolicy::kActiveGapFactor - 1), true);
+  EXPECT_EQ(p.budget(), microseconds(4));
+  p.slept(microseconds(64 * SpinPolicy::kActiveGapFactor + 1), true);
+  EXPECT_EQ(p.budget(), microseconds(4));
   p.spun(true);
   EXPECT_EQ(p.budget(), microseconds(64));
   p.slept(microseconds(1), true);  // already at the maximum
