@@ -17,7 +17,11 @@ A shaped link is two network namespaces joined by a veth pair with tc tbf at the
 (bench/netns/shaped_link.sh up/down; needs root and iproute2, else it is skipped with a reason).
 Prints per configuration the median and range of both figures and the load average, then per link
 the best fixed setting for each figure and auto's ratio to it (bandwidth: auto / best; latency:
-best / auto; target >= 0.95 for both).
+best / auto; target >= 0.95 for both). A latency sample counts only if its FIFO control waited
+behind the bulk (`hi_lat_ms_fifo` at least a quarter of the link's median): when the bulk had
+drained before the high-priority message was submitted (seen with 4M/1 on loopback, where 64 MiB
+leaves in ~13 ms), there was nothing to pre-empt and the figure says nothing; the table counts
+the samples dropped. `--from-json FILE` summarizes earlier runs without running anything.
 """
 from __future__ import annotations
 
@@ -110,21 +114,35 @@ def config_flags(name: str) -> list[str]:
     return ["--chunk", chunk, "--window", window]
 
 
+def _config_key(c: str):
+    chunk, _, window = c.partition("/")
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    return (int(chunk[:-1]) * units.get(chunk[-1], 1) if chunk[-1] in units else int(chunk), int(window or 0))
+
+
 def summarize(results: list[dict], configs: list[str], link: str) -> list[str]:
     rows = [f"### {link}", "",
             "| setting (chunk/window) | bandwidth GB/s, median [min, max] | high-priority latency ms, median [min, max] | load avg (1 min) |",
             "|---|---|---|---|"]
     med = {}
+    fifo = [r["lat_fifo"] for r in results if r["link"] == link and r.get("lat_fifo") is not None]
+    fifo_floor = statistics.median(fifo) / 4 if fifo else 0.0
     for c in configs:
         rs = [r for r in results if r["link"] == link and r["config"] == c]
         if not rs:
             continue
         bw = [r["bw"] for r in rs]
-        lat = [r["lat"] for r in rs]
+        lat = [r["lat"] for r in rs if r.get("lat_fifo", fifo_floor) >= fifo_floor]
+        dropped = len(rs) - len(lat)
         load = [r["load"] for r in rs]
+        if not lat:
+            rows.append(f"| {c} | {statistics.median(bw):.3f} [{min(bw):.3f}, {max(bw):.3f}] | no valid sample "
+                        f"({dropped} dropped) | {min(load):.1f}-{max(load):.1f} |")
+            continue
         med[c] = (statistics.median(bw), statistics.median(lat))
+        note = f" ({dropped} of {len(rs)} dropped)" if dropped else ""
         rows.append(f"| {c} | {med[c][0]:.3f} [{min(bw):.3f}, {max(bw):.3f}] | {med[c][1]:.2f} "
-                    f"[{min(lat):.2f}, {max(lat):.2f}] | {min(load):.1f}-{max(load):.1f} |")
+                    f"[{min(lat):.2f}, {max(lat):.2f}]{note} | {min(load):.1f}-{max(load):.1f} |")
     fixed = {c: v for c, v in med.items() if c != "auto"}
     if "auto" in med and fixed:
         best_bw = max(fixed, key=lambda c: fixed[c][0])
@@ -153,7 +171,18 @@ def main() -> int:
     ap.add_argument("--lock", default="/tmp/tictac-bench.lock")
     ap.add_argument("--json", default="", help="append every run's raw result here (JSON lines)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--from-json", default="", help="summarize the runs in this JSON-lines file instead")
     a = ap.parse_args()
+    if a.from_json:
+        with open(a.from_json) as f:
+            results = [json.loads(line) for line in f if line.strip()]
+        report = []
+        for link_name in dict.fromkeys(r["link"] for r in results):
+            seen = list(dict.fromkeys(r["config"] for r in results if r["link"] == link_name))
+            configs = sorted((c for c in seen if c != "auto"), key=_config_key) + (["auto"] if "auto" in seen else [])
+            report += summarize(results, configs, link_name)
+        print("\n".join(report))
+        return 0
     tictac = str((REPO / a.build / "tictac").resolve()) if not os.path.isabs(a.build) else a.build + "/tictac"
     if not os.access(tictac, os.X_OK):
         print(f"tune_sweep: {tictac} not found (build first: ninja -C {a.build} tictac)", file=sys.stderr)

@@ -9,6 +9,7 @@
 
 #include "transport/tcp/address.h"
 #include "transport/tcp/linger.h"
+#include "transport/tcp/socket_options.h"
 
 namespace tictac::transport::tcp {
 namespace {
@@ -27,7 +28,23 @@ constexpr std::size_t kQueuedBytesLowWater = 128 << 10;
 }  // namespace
 
 TcpEndpoint::TcpEndpoint(ProgressEngine& engine, int fd)
-    : engine_(engine), fd_(fd), desc_("tcp " + local_address(fd) + " -> " + remote_address(fd)) {}
+    : engine_(engine), fd_(fd), desc_("tcp " + local_address(fd) + " -> " + remote_address(fd)) {
+  // The variable was validated when the socket was tuned (tune_connected); auto by default.
+  const Result<NotsentLowat> lowat = notsent_lowat_from_env();
+  auto_lowat_ = !lowat.ok() || lowat->automatic;
+  lowat_ = kAutoLowatStart;
+}
+
+void TcpEndpoint::follow_chunk_size(std::uint64_t payload_bytes) {
+  recent_[recent_at_] = payload_bytes;
+  recent_at_ = (recent_at_ + 1) % kRecentFrames;
+  std::uint64_t largest = 0;
+  for (std::uint64_t b : recent_) largest = std::max(largest, b);
+  const std::uint64_t want = auto_notsent_lowat(largest);
+  if (want == lowat_) return;
+  // Best effort: a failure keeps the previous bound (the socket still works).
+  if (set_notsent_lowat(fd_, want).ok()) lowat_ = want;
+}
 
 TcpEndpoint::~TcpEndpoint() { close(); }
 
@@ -53,6 +70,7 @@ Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload, s
     was_full_ = true;
     return Status(StatusCode::resource_exhausted, "no capacity: send queue of the socket is full");
   }
+  if (auto_lowat_ && header.length > 0) follow_chunk_size(header.length);
   out_.push_back(OutFrame{wire::encode(header), payload, header.length, cookie, 0});
   queued_bytes_ += wire::kHeaderBytes + header.length;
   if (!has_capacity()) was_full_ = true;

@@ -36,6 +36,8 @@ class TcpEndpoint final : public Endpoint {
   };
 
   void on_events(std::uint32_t events);
+  // Auto TCP_NOTSENT_LOWAT: follows the largest payload among the last kRecentFrames posted.
+  void follow_chunk_size(std::uint64_t payload_bytes);
   void schedule_flush();
   void flush();
   void read_some();
@@ -54,6 +56,12 @@ class TcpEndpoint final : public Endpoint {
   bool was_full_ = false;
   bool broken_ = false;  // failed: close at once (no linger_close)
   scaffold::LoopLifetime lifetime_;  // deferred work and sink callbacks check it
+
+  bool auto_lowat_ = false;
+  std::uint64_t lowat_ = 0;  // the socket's current TCP_NOTSENT_LOWAT when auto_lowat_
+  static constexpr std::size_t kRecentFrames = 8;
+  std::uint64_t recent_[kRecentFrames] = {};
+  std::size_t recent_at_ = 0;
 
   std::deque<OutFrame> out_;
   std::size_t queued_bytes_ = 0;  // header and payload bytes in out_ not yet written
