@@ -7,6 +7,7 @@
 
 #include "transport/send_queue.h"
 
+#include <functional>
 #include <optional>
 #include <vector>
 
@@ -157,31 +158,47 @@ TEST(ChunkTuner, FixedValuesNeverMove) {
   EXPECT_EQ(only_chunk.window_chunks(), 2u);
 }
 
-// SendQueue with the tuner: chunks popped from a long message shrink once the completions show a
-// 1 Gbit/s link; with fixed values (the counter-check) they keep their size.
-std::vector<std::uint64_t> chunk_lengths(bool auto_tune) {
-  nanoseconds clock{0};
+// A SendQueue config starting at `chunk` with a window of 2, both auto or both fixed, on `clock`.
+SendQueueConfig queue_config(std::uint64_t chunk, bool auto_tune, nanoseconds solo_target,
+                             nanoseconds& clock) {
   SendQueueConfig c;
-  c.chunk_bytes = 256 << 10;
+  c.chunk_bytes = chunk;
   c.window_chunks = 2;
   c.auto_chunk = auto_tune;
   c.auto_window = auto_tune;
-  c.solo_chunk_target = c.chunk_target;  // solo chunks off: the normal size alone (tested below)
+  c.solo_chunk_target = solo_target;
   c.clock = [&clock] { return clock; };
-  SendQueue q(c);
-  q.push(1, 7, 0, 16 << 20);
-  q.push(1, 8, 0, 1 << 20, /*whole=*/true);  // an inline message: never cut
-  std::vector<std::uint64_t> lengths;
+  return c;
+}
+
+// Runs `q` against a backlogged link of `rate` bytes/s until it is empty: pops what the window
+// allows, completes the oldest chunk one transmission time later (advancing `clock`), and reports
+// it. `before_pop` runs at the top of every step (to push more at some time).
+void drive(SendQueue& q, nanoseconds& clock, double rate, const std::function<void()>& before_pop,
+           const std::function<void(const Chunk&)>& done_fn) {
   std::vector<Chunk> in_flight;
-  for (int guard = 0; guard < 100000 && (!q.empty() || !in_flight.empty()); ++guard) {
+  for (int guard = 0; guard < 1000000 && (!q.empty() || !in_flight.empty()); ++guard) {
+    if (before_pop) before_pop();
     while (auto chunk = q.pop({})) in_flight.push_back(*chunk);
     if (in_flight.empty()) break;
     const Chunk done = in_flight.front();
     in_flight.erase(in_flight.begin());
-    clock += nanoseconds(static_cast<std::int64_t>(static_cast<double>(done.length) / 125e6 * 1e9));
+    clock += nanoseconds(static_cast<std::int64_t>(static_cast<double>(done.length) / rate * 1e9));
     q.on_chunk_done(done);
-    lengths.push_back(done.length);
+    done_fn(done);
   }
+}
+
+// SendQueue with the tuner: chunks popped from a long message shrink once the completions show a
+// 1 Gbit/s link; with fixed values (the counter-check) they keep their size.
+std::vector<std::uint64_t> chunk_lengths(bool auto_tune) {
+  nanoseconds clock{0};
+  // Solo chunks off (their target at the normal one): the normal size alone (tested below).
+  SendQueue q(queue_config(256 << 10, auto_tune, std::chrono::microseconds(100), clock));
+  q.push(1, 7, 0, 16 << 20);
+  q.push(1, 8, 0, 1 << 20, /*whole=*/true);  // an inline message: never cut
+  std::vector<std::uint64_t> lengths;
+  drive(q, clock, 125e6, {}, [&](const Chunk& done) { lengths.push_back(done.length); });
   return lengths;
 }
 
@@ -221,31 +238,19 @@ struct Popped {
 std::vector<Popped> solo_run(std::chrono::nanoseconds solo_target,
                              std::optional<nanoseconds> mixed_at = std::nullopt) {
   nanoseconds clock{0};
-  SendQueueConfig c;
-  c.chunk_bytes = 64 << 10;
-  c.window_chunks = 2;
-  c.auto_chunk = true;
-  c.auto_window = true;
-  c.solo_chunk_target = solo_target;
-  c.clock = [&clock] { return clock; };
-  SendQueue q(c);
+  SendQueue q(queue_config(64 << 10, true, solo_target, clock));
   q.push(1, 7, 5, 400 << 20);  // 400 ms at 1 GB/s
   std::vector<Popped> out;
-  std::vector<Chunk> in_flight;
   bool pushed = false;
-  for (int guard = 0; guard < 1000000 && (!q.empty() || !in_flight.empty()); ++guard) {
+  auto mix = [&] {
     if (mixed_at && !pushed && clock >= *mixed_at) {
       q.push(2, 8, 9, 64 << 20);  // another level, behind the first: no pre-emption, but mixed
       pushed = true;
     }
-    while (auto chunk = q.pop({})) in_flight.push_back(*chunk);
-    if (in_flight.empty()) break;
-    const Chunk done = in_flight.front();
-    in_flight.erase(in_flight.begin());
-    clock += nanoseconds(static_cast<std::int64_t>(static_cast<double>(done.length) / 1e9 * 1e9));
-    q.on_chunk_done(done);
+  };
+  drive(q, clock, 1e9, mix, [&](const Chunk& done) {
     if (done.message == 7) out.push_back({clock, done.length});
-  }
+  });
   return out;
 }
 
