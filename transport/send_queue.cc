@@ -42,12 +42,13 @@ void SendQueue::enqueue(Level& level, PeerId peer, Message m) {
 std::uint64_t SendQueue::push(PeerId peer, std::uint64_t message, Priority priority,
                               std::uint64_t bytes, bool whole) {
   Message m{message, next_seq_++, priority, bytes, 0, false, whole};
-  const Priority level = config_.enforce_priority ? priority : 0;
-  if (config_.auto_chunk && last_level_ != level) {
-    if (last_level_) last_mixed_ = now();
-    last_level_ = level;
+  // Solo chunks follow the priorities the application gave, also in FIFO mode, so that FIFO and
+  // priority runs of the same traffic cut the same chunks and differ only in the order.
+  if (config_.auto_chunk && last_priority_ != priority) {
+    if (last_priority_) last_mixed_ = now();
+    last_priority_ = priority;
   }
-  enqueue(levels_[level], peer, m);
+  enqueue(levels_[config_.enforce_priority ? priority : 0], peer, m);
   return m.seq;
 }
 

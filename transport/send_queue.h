@@ -20,7 +20,8 @@
 //    the next pop(). A message pushed `whole` always leaves as one chunk (an inline ANNOUNCE).
 //  - Solo chunks (auto_chunk only): a chunk boundary is where a higher-priority message can
 //    pre-empt, which matters only where more than one priority level is in use. While every data
-//    message pushed during the last `solo_after` had the same level and no other level is queued,
+//    message pushed during the last `solo_after` had the same priority (as given, also with
+//    enforce_priority = false, so FIFO runs cut the same chunks) and no other level is queued,
 //    pop() cuts chunks of the tuner's solo size (rate x solo_chunk_target, 1 ms by default instead
 //    of 100 us): fewer chunks, frames, system calls and wake-ups for single-level traffic such as
 //    a plain allreduce. A push of another level ends it at once; only the chunks already popped
@@ -157,9 +158,9 @@ class SendQueue {
   std::uint64_t in_flight_bytes_ = 0;
   std::uint64_t next_seq_ = 1;
   std::size_t queued_ = 0;
-  // Solo-chunk state: the level of the last data push, and when the last push of a different
-  // level (or the queue's creation) happened.
-  std::optional<Priority> last_level_;
+  // Solo-chunk state: the priority of the last data push, and when the last push of a different
+  // priority (or the queue's creation) happened.
+  std::optional<Priority> last_priority_;
   std::chrono::nanoseconds last_mixed_{0};
   std::uint64_t pop_chunk_ = 0;  // the data chunk size of the pop() in progress
 };

@@ -236,9 +236,11 @@ struct Popped {
   std::uint64_t length;
 };
 std::vector<Popped> solo_run(std::chrono::nanoseconds solo_target,
-                             std::optional<nanoseconds> mixed_at = std::nullopt) {
+                             std::optional<nanoseconds> mixed_at = std::nullopt, bool enforce = true) {
   nanoseconds clock{0};
-  SendQueue q(queue_config(64 << 10, true, solo_target, clock));
+  SendQueueConfig c = queue_config(64 << 10, true, solo_target, clock);
+  c.enforce_priority = enforce;
+  SendQueue q(c);
   q.push(1, 7, 5, 400 << 20);  // 400 ms at 1 GB/s
   std::vector<Popped> out;
   bool pushed = false;
@@ -278,6 +280,16 @@ TEST(SendQueueTuned, AnotherLevelEndsSoloChunksAtOnce) {
   // may still be a solo chunk popped before it; the window holds at most 2).
   EXPECT_EQ(length_at(run, std::chrono::milliseconds(155)), 64u << 10);
   EXPECT_EQ(length_at(run, std::chrono::milliseconds(300)), 64u << 10);
+}
+
+// FIFO mode (TICTAC_PRIORITY=0) serves one level but follows the priorities given: the same
+// traffic cuts the same chunks as with priorities on, so a FIFO baseline differs only in order.
+TEST(SendQueueTuned, FifoModeEndsSoloChunksOnAnotherPriorityToo) {
+  const auto run = solo_run(std::chrono::milliseconds(1), std::chrono::milliseconds(150), false);
+  EXPECT_EQ(length_at(run, std::chrono::milliseconds(140)), 1u << 20);
+  EXPECT_EQ(length_at(run, std::chrono::milliseconds(155)), 64u << 10);
+  const auto one = solo_run(std::chrono::milliseconds(1), std::nullopt, false);
+  EXPECT_EQ(length_at(one, std::chrono::milliseconds(155)), 1u << 20);  // one priority: solo
 }
 
 TEST(SendQueueTuned, FixedChunksHaveNoSoloMode) {
