@@ -15,7 +15,7 @@ const StringTunable kNotsentLowat{"TICTAC_TCP_NOTSENT_LOWAT", "auto",
                                   "TCP_NOTSENT_LOWAT of every TicTac TCP socket: the kernel keeps at "
                                   "most about this many unsent bytes queued, so a chunk handed to "
                                   "the socket is close to the wire and a higher-priority chunk "
-                                  "preempts soon after. auto = the socket's chunk size (64K..16M, "
+                                  "preempts soon after. auto = the socket's chunk size (256K..16M, "
                                   "following the chunks it is given); a size; 0 = the kernel's "
                                   "default, unbounded"};
 }  // namespace
