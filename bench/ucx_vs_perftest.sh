@@ -6,7 +6,7 @@
 # For each UCX_TLS in $TLS_LIST (default: "tcp" and "sm,self,tcp" = shared memory, with tcp for
 # UCX's connection manager) and $REPS repetitions (default 3), runs on 127.0.0.1, server and
 # client as separate processes:
-#   ucx_perftest -t tag_lat -s 8        vs  tictac perftest --backend ucx --test lat --size 8
+#   ucx_perftest -t tag_lat -s 8 -n 20000  vs  tictac perftest --backend ucx --test lat --size 8 --iters 20000
 #   ucx_perftest -t tag_bw  -s 4194304  vs  tictac perftest --backend ucx --test bw  --size 4M
 # With UCX_TLS=tcp it also runs the tcp backend against the same ucx_perftest rounds
 # (TCP_BACKEND=0 leaves it out):
@@ -23,6 +23,7 @@ reps=${REPS:-3}
 tls_list=${TLS_LIST:-"tcp sm,self,tcp"}
 tictac_flags=${TICTAC_FLAGS:-}
 tcp_backend=${TCP_BACKEND:-1}
+lat_iters=20000
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
@@ -48,7 +49,10 @@ run_ucx_perftest() {
 
 # tictac perftest TLS TEST SIZE [BACKEND] -> latency (us, median) or bandwidth (GB/s)
 run_tictac() {
-  local tls=$1 test=$2 size=$3 backend=${4:-ucx} addr="" i out
+  local tls=$1 test=$2 size=$3 backend=${4:-ucx} addr="" i out iters=()
+  # The same number of exchanges as ucx_perftest's tag_lat run (the spin policy and the
+  # scheduler's placement settle over the first thousand or so).
+  [ "$test" = lat ] && iters=(--iters "$lat_iters")
   # shellcheck disable=SC2086
   UCX_TLS=$tls timeout 120 "$tictac" perftest --server --backend "$backend" --listen "$backend://127.0.0.1:0" >"$tmp/server.log" 2>&1 &
   local server=$!
@@ -60,7 +64,7 @@ run_tictac() {
   [ -n "$addr" ] || { cat "$tmp/server.log" >&2; kill "$server" 2>/dev/null; return 1; }
   # shellcheck disable=SC2086
   out=$(UCX_TLS=$tls timeout 120 "$tictac" perftest --client --connect "$addr" --backend "$backend" --test "$test" \
-        --size "$size" $tictac_flags 2>&1) || { echo "$out" >&2; kill "$server" 2>/dev/null; return 1; }
+        --size "$size" "${iters[@]}" $tictac_flags 2>&1) || { echo "$out" >&2; kill "$server" 2>/dev/null; return 1; }
   wait "$server" || true
   if [ "$test" = lat ]; then echo "$out" | awk '$1 == "lat_us_median" {print $2}'; else echo "$out" | awk '$1 == "gbytes_per_s" {print $2}'; fi
 }
@@ -71,7 +75,7 @@ for tls in $tls_list; do
   with_tcp=0
   [ "$tls" = tcp ] && [ "$tcp_backend" = 1 ] && with_tcp=1
   for r in $(seq "$reps"); do
-    run_ucx_perftest "$tls" tag_lat 8 20000 >>"$tmp/pl"
+    run_ucx_perftest "$tls" tag_lat 8 "$lat_iters" >>"$tmp/pl"
     run_tictac "$tls" lat 8 >>"$tmp/tl"
     run_ucx_perftest "$tls" tag_bw 4194304 500 >>"$tmp/pb"
     run_tictac "$tls" bw 4M >>"$tmp/tb"

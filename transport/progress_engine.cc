@@ -23,14 +23,18 @@ Result<std::unique_ptr<ProgressEngine>> ProgressEngine::create(Mode mode) {
   return create(mode, *spin);
 }
 
-Result<std::unique_ptr<ProgressEngine>> ProgressEngine::create(Mode mode, std::chrono::microseconds spin) {
+Result<std::unique_ptr<ProgressEngine>> ProgressEngine::create(Mode mode,
+                                                               std::chrono::microseconds spin) {
   const int epfd = epoll_create1(EPOLL_CLOEXEC);
-  if (epfd < 0) return errno_status(StatusCode::unavailable, "cannot create the progress loop", "epoll_create1", errno);
+  if (epfd < 0)
+    return errno_status(StatusCode::unavailable, "cannot create the progress loop", "epoll_create1",
+                        errno);
   const int evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (evfd < 0) {
     const int err = errno;
     close(epfd);
-    return errno_status(StatusCode::unavailable, "cannot create the loop's wake-up eventfd", "eventfd", err);
+    return errno_status(StatusCode::unavailable, "cannot create the loop's wake-up eventfd",
+                        "eventfd", err);
   }
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -39,7 +43,8 @@ Result<std::unique_ptr<ProgressEngine>> ProgressEngine::create(Mode mode, std::c
     const int err = errno;
     close(evfd);
     close(epfd);
-    return errno_status(StatusCode::unavailable, "cannot watch the wake-up eventfd", "epoll_ctl", err);
+    return errno_status(StatusCode::unavailable, "cannot watch the wake-up eventfd", "epoll_ctl",
+                        err);
   }
   std::unique_ptr<ProgressEngine> engine(new ProgressEngine(mode, epfd, evfd, spin));
   if (mode == Mode::thread) {
@@ -65,6 +70,11 @@ ProgressEngine::~ProgressEngine() {
 
 void ProgressEngine::post(Task task) {
   if (stop_.load()) return;
+  if (on_loop_thread()) {
+    // From a handler or callback: runs with the inbox's tasks, with no allocation or atomics.
+    local_.push_back(std::move(task));
+    return;
+  }
   auto* node = new InboxNode{std::move(task), nullptr};
   // Once the exchange succeeds the loop may take and free `node`: only `head` is read after it.
   InboxNode* head = inbox_head_.load(std::memory_order_relaxed);
@@ -75,7 +85,7 @@ void ProgressEngine::post(Task task) {
   const bool was_empty = head == nullptr;
   // The loop thread checks the inbox before it blocks, and so does a spinning loop (see the
   // header's note on inbox_nonempty_/spinning_): only a loop that may be asleep needs the eventfd.
-  if (was_empty && !on_loop_thread() && !spinning_.load(std::memory_order_seq_cst)) {
+  if (was_empty && !spinning_.load(std::memory_order_seq_cst)) {
     const std::uint64_t one = 1;
     // A full eventfd counter (EAGAIN) still wakes the loop; nothing else can fail here.
     [[maybe_unused]] ssize_t n = write(evfd_, &one, sizeof one);
@@ -90,7 +100,8 @@ void ProgressEngine::stop() {
 
 void ProgressEngine::join() {
   if (thread_.joinable()) {
-    TICTAC_CHECK(std::this_thread::get_id() != thread_.get_id(), "join() called on the loop thread");
+    TICTAC_CHECK(std::this_thread::get_id() != thread_.get_id(),
+                 "join() called on the loop thread");
     thread_.join();
   }
 }
@@ -105,30 +116,42 @@ void ProgressEngine::run() {
 }
 
 std::size_t ProgressEngine::progress(std::chrono::milliseconds timeout) {
-  TICTAC_CHECK(mode_ == Mode::manual, "progress() is for manual mode; thread mode runs its own loop");
+  TICTAC_CHECK(mode_ == Mode::manual,
+               "progress() is for manual mode; thread mode runs its own loop");
   loop_thread_id_.store(std::this_thread::get_id());
   if (stop_.load()) return 0;
   return iterate(next_timeout_ms(static_cast<int>(timeout.count())));
 }
 
 int ProgressEngine::next_timeout_ms(int cap_ms) const {
-  if (inbox_pending()) return 0;
+  if (inbox_pending() || !local_.empty()) return 0;
   if (!deferred_.empty()) return 0;
   if (timers_.empty()) return cap_ms;
   // Round up: a timer due in 0.3 ms must not turn into a busy loop of zero-timeout waits.
-  const auto wait = std::chrono::ceil<std::chrono::milliseconds>(timers_.begin()->first - Clock::now());
+  const auto wait =
+      std::chrono::ceil<std::chrono::milliseconds>(timers_.begin()->first - Clock::now());
   if (wait.count() <= 0) return 0;
   return static_cast<int>(std::min<std::int64_t>(wait.count(), cap_ms));
 }
 
-ProgressEngine::PollerId ProgressEngine::add_poller(std::function<bool()> poll) {
+ProgressEngine::PollerId ProgressEngine::add_poller(std::function<bool()> poll,
+                                                    std::function<bool()> before_sleep) {
   const PollerId id = next_poller_++;
-  pollers_.emplace_back(id, std::move(poll));
+  pollers_.push_back(Poller{id, std::move(poll), std::move(before_sleep)});
   return id;
 }
 
 void ProgressEngine::remove_poller(PollerId id) {
-  std::erase_if(pollers_, [id](const auto& p) { return p.first == id; });
+  std::erase_if(pollers_, [id](const Poller& p) { return p.id == id; });
+}
+
+bool ProgressEngine::before_sleep() {
+  bool pending = false;
+  for (std::size_t i = 0; i < pollers_.size(); ++i) {  // index loop: a hook may remove pollers
+    auto hook = pollers_[i].before_sleep;              // copy: it may remove itself
+    if (hook && hook()) pending = true;
+  }
+  return pending;
 }
 
 int ProgressEngine::spin(int timeout_ms, epoll_event* events, int max_events, bool* work) {
@@ -145,14 +168,20 @@ int ProgressEngine::spin(int timeout_ms, epoll_event* events, int max_events, bo
       *work = true;
       break;
     }
-    // Index loop: a poller may add or remove pollers.
+    // Index loop: a poller may add or remove pollers. A poller may run sink work inline.
+    dispatching_ = true;
     for (std::size_t i = 0; i < pollers_.size() && !*work; ++i) {
-      auto poll = pollers_[i].second;  // copy: it may remove itself
+      auto poll = pollers_[i].poll;  // copy: it may remove itself
       *work = poll();
     }
+    dispatching_ = false;
     if (*work) break;
-    n = epoll_wait(epfd_, events, max_events, 0);
-    if (n > 0) break;
+    // Only fds that no poller covers need the syscall (the inbox is checked above).
+    if (unpolled_watches_ > 0 || pollers_.empty()) {
+      ++stats_.spin_epolls;
+      n = epoll_wait(epfd_, events, max_events, 0);
+      if (n > 0) break;
+    }
     n = 0;
     if (Clock::now() >= deadline) break;
   }
@@ -171,6 +200,8 @@ std::size_t ProgressEngine::iterate(int timeout_ms) {
   epoll_event events[64];
   bool polled = false;
   int n = spin(timeout_ms, events, 64, &polled);
+  // Pollers re-arm their event fds once, here, rather than after every burst of work.
+  if (n == 0 && !polled && timeout_ms != 0 && before_sleep()) polled = true;
   if (n == 0 && !polled) {
     const auto before = Clock::now();
     n = epoll_wait(epfd_, events, 64, timeout_ms);
@@ -190,7 +221,7 @@ std::size_t ProgressEngine::iterate(int timeout_ms) {
     }
     auto it = watches_.find(token);
     if (it == watches_.end()) continue;  // unwatched earlier in this batch
-    auto handler = it->second.handler;  // copy: the handler may unwatch itself
+    auto handler = it->second.handler;   // copy: the handler may unwatch itself
     handler(events[i].events);
     ++work;
     while (!deferred_.empty()) {
@@ -227,10 +258,13 @@ std::size_t ProgressEngine::iterate(int timeout_ms) {
 
 std::deque<Task> ProgressEngine::take_inbox() {
   std::deque<Task> tasks;
+  tasks.swap(local_);
   if (!inbox_pending()) return tasks;
   InboxNode* node = inbox_head_.exchange(nullptr, std::memory_order_seq_cst);
-  while (node != nullptr) {  // newest first: push_front restores the posting order
-    tasks.push_front(std::move(node->task));
+  const std::size_t at =
+      tasks.size();  // the loop thread's own posts first (no order between threads is promised)
+  while (node != nullptr) {  // newest first: inserting at `at` restores the posting order
+    tasks.insert(tasks.begin() + static_cast<std::ptrdiff_t>(at), std::move(node->task));
     InboxNode* next = node->next;
     delete node;
     node = next;
@@ -240,7 +274,18 @@ std::deque<Task> ProgressEngine::take_inbox() {
 
 void ProgressEngine::defer(Task task) { deferred_.push_back(std::move(task)); }
 
-Status ProgressEngine::watch(int fd, std::uint32_t events, std::function<void(std::uint32_t)> handler) {
+Status ProgressEngine::watch(int fd, std::uint32_t events,
+                             std::function<void(std::uint32_t)> handler) {
+  return add_watch(fd, events, std::move(handler), /*polled=*/false);
+}
+
+Status ProgressEngine::watch_polled(int fd, std::uint32_t events,
+                                    std::function<void(std::uint32_t)> handler) {
+  return add_watch(fd, events, std::move(handler), /*polled=*/true);
+}
+
+Status ProgressEngine::add_watch(int fd, std::uint32_t events,
+                                 std::function<void(std::uint32_t)> handler, bool polled) {
   const std::uint64_t token = next_token_++;
   epoll_event ev{};
   ev.events = events;
@@ -248,8 +293,9 @@ Status ProgressEngine::watch(int fd, std::uint32_t events, std::function<void(st
   if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
     return errno_status(StatusCode::internal, "cannot watch a socket", "epoll_ctl(ADD)", errno);
   }
-  watches_.emplace(token, Watch{fd, std::move(handler)});
+  watches_.emplace(token, Watch{fd, std::move(handler), polled});
   token_of_fd_[fd] = token;
+  if (!polled) ++unpolled_watches_;
   return Status::Ok();
 }
 
@@ -260,7 +306,8 @@ Status ProgressEngine::rearm(int fd, std::uint32_t events) {
   ev.events = events;
   ev.data.u64 = it->second;
   if (epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) != 0) {
-    return errno_status(StatusCode::internal, "cannot change a socket's events", "epoll_ctl(MOD)", errno);
+    return errno_status(StatusCode::internal, "cannot change a socket's events", "epoll_ctl(MOD)",
+                        errno);
   }
   return Status::Ok();
 }
@@ -269,6 +316,8 @@ void ProgressEngine::unwatch(int fd) {
   auto it = token_of_fd_.find(fd);
   if (it == token_of_fd_.end()) return;
   epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+  auto w = watches_.find(it->second);
+  if (w != watches_.end() && !w->second.polled) --unpolled_watches_;
   watches_.erase(it->second);
   token_of_fd_.erase(it);
 }

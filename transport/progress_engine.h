@@ -53,7 +53,8 @@ class ProgressEngine {
   Mode mode() const { return mode_; }
 
   // Any thread: runs `task` on the loop thread, in posting order. Tasks posted after stop() are
-  // dropped. Never blocks and takes no lock (one allocation, one compare-and-swap).
+  // dropped. Never blocks and takes no lock (one allocation, one compare-and-swap; from the loop
+  // thread itself, a plain queue).
   void post(Task task);
   // Any thread: asks the loop to exit after the current iteration.
   void stop();
@@ -71,22 +72,34 @@ class ProgressEngine {
   bool dispatching() const { return dispatching_; }
   // Runs `task` later in the current iteration, after the current handler returns.
   void defer(Task task);
+  // True when deferred or posted tasks wait: a handler that could go on working (a poller's pump)
+  // returns instead, so that, for example, a reply its sink just posted goes out first.
+  bool tasks_waiting() const { return !deferred_.empty() || !local_.empty() || inbox_pending(); }
   // Watches fd for `events` (EPOLLIN/EPOLLOUT...). The handler gets the returned events.
   Status watch(int fd, std::uint32_t events, std::function<void(std::uint32_t)> handler);
+  // As watch(), for an fd whose readiness a poller (below) also discovers. While every watched fd
+  // is such a one, a spin round calls only the pollers and skips its epoll_wait(0).
+  Status watch_polled(int fd, std::uint32_t events, std::function<void(std::uint32_t)> handler);
   Status rearm(int fd, std::uint32_t events);
   // Stops watching; pending events for fd in the current batch are not delivered.
   void unwatch(int fd);
   // Pollers run on every spin round (a backend that can be polled cheaper or sooner than its fd
-  // says, e.g. ucp_worker_progress); true = found work (the loop then dispatches at once: the
-  // poller defers what must run). remove_poller() takes effect before the next round.
+  // says, e.g. ucp_worker_progress); true = found work (the loop then dispatches at once). A
+  // poller may run its own sink work inline (dispatching() is true meanwhile) or defer it.
+  // `before_sleep` (optional) runs before the loop blocks in epoll_wait: the place to re-arm an
+  // event fd (ucp_worker_arm) once, instead of after every burst of work; true = work is pending,
+  // so the loop must not block (it iterates again). remove_poller() takes effect before the next
+  // round.
   using PollerId = std::uint64_t;
-  PollerId add_poller(std::function<bool()> poll);
+  PollerId add_poller(std::function<bool()> poll, std::function<bool()> before_sleep = nullptr);
   void remove_poller(PollerId id);
   std::chrono::microseconds spin_max() const { return spin_.max(); }
   struct SpinStats {
     std::uint64_t hits = 0;    // spins that found work
     std::uint64_t misses = 0;  // spins whose budget ran out
     std::uint64_t sleeps = 0;  // blocking epoll_waits
+    std::uint64_t spin_epolls =
+        0;  // epoll_wait(0) calls while spinning (none if pollers cover all)
   };
   SpinStats spin_stats() const { return stats_; }
   using TimerId = std::uint64_t;
@@ -104,6 +117,8 @@ class ProgressEngine {
   // Takes every posted task, oldest first (loop thread).
   std::deque<Task> take_inbox();
   int next_timeout_ms(int cap_ms) const;
+  Status add_watch(int fd, std::uint32_t events, std::function<void(std::uint32_t)> handler,
+                   bool polled);
 
   const Mode mode_;
   const int epfd_;
@@ -126,16 +141,26 @@ class ProgressEngine {
   SpinPolicy spin_;
   SpinStats stats_;
   PollerId next_poller_ = 1;
-  std::vector<std::pair<PollerId, std::function<bool()>>> pollers_;
+  struct Poller {
+    PollerId id;
+    std::function<bool()> poll;
+    std::function<bool()> before_sleep;
+  };
+  std::vector<Poller> pollers_;
+  // Runs the pollers' before_sleep hooks; true when one has work pending.
+  bool before_sleep();
 
   bool dispatching_ = false;
   std::deque<Task> deferred_;
+  std::deque<Task> local_;  // post() from the loop thread: taken with the inbox
   struct Watch {
     int fd;
     std::function<void(std::uint32_t)> handler;
+    bool polled;  // watch_polled(): a poller also discovers its readiness
   };
+  std::size_t unpolled_watches_ = 0;  // watches a spin round must epoll_wait for
   std::uint64_t next_token_ = 1;
-  std::unordered_map<std::uint64_t, Watch> watches_;   // token -> watch
+  std::unordered_map<std::uint64_t, Watch> watches_;  // token -> watch
   std::unordered_map<int, std::uint64_t> token_of_fd_;
   TimerId next_timer_ = 1;
   std::multimap<Clock::time_point, TimerId> timers_;

@@ -10,17 +10,19 @@
 namespace tictac::transport::ucx {
 namespace {
 
-const SizeTunable kRndvThresh{"TICTAC_UCX_RNDV_THRESH", 1 << 20,
-                              "UCX backend: frames with payloads up to this many bytes are sent eagerly "
-                              "(copied once at the receiver); larger ones use UCX rendezvous (zero-copy "
-                              "into the destination, one round trip per frame)"};
+const SizeTunable kRndvThresh{
+    "TICTAC_UCX_RNDV_THRESH", 1 << 20,
+    "UCX backend: frames with payloads up to this many bytes are sent eagerly "
+    "(copied once at the receiver); larger ones use UCX rendezvous (zero-copy "
+    "into the destination, one round trip per frame)"};
 
-constexpr int kMaxRounds = 256;                               // progress calls per pump before yielding
+constexpr int kMaxRounds = 256;  // progress calls per pump before yielding
 constexpr auto kCloseDrain = std::chrono::milliseconds(2000);  // bound on closing at destruction
 
 }  // namespace
 
-Result<std::unique_ptr<UcxWorker>> UcxWorker::create(ProgressEngine& engine, std::shared_ptr<UcpContext> context) {
+Result<std::unique_ptr<UcxWorker>> UcxWorker::create(ProgressEngine& engine,
+                                                     std::shared_ptr<UcpContext> context) {
   Result<std::uint64_t> rndv = kRndvThresh.get();
   TICTAC_RETURN_IF_ERROR(rndv);
   ucp_worker_params_t params{};
@@ -34,7 +36,8 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(ProgressEngine& engine, std
   st = ucp_worker_get_efd(worker, &efd);
   if (st != UCS_OK) {
     ucp_worker_destroy(worker);
-    return from_ucs(StatusCode::unavailable, "the UCP worker has no event fd (UCP_FEATURE_WAKEUP)", st);
+    return from_ucs(StatusCode::unavailable, "the UCP worker has no event fd (UCP_FEATURE_WAKEUP)",
+                    st);
   }
   std::unique_ptr<UcxWorker> w(new UcxWorker(engine, std::move(context), worker, efd, *rndv));
   ucp_am_handler_param_t am{};
@@ -46,18 +49,25 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(ProgressEngine& engine, std
   am.cb = &UcxWorker::on_am;
   am.arg = w.get();
   st = ucp_worker_set_am_recv_handler(worker, &am);
-  if (st != UCS_OK) return from_ucs(StatusCode::unavailable, "cannot install the active message handler", st);
+  if (st != UCS_OK)
+    return from_ucs(StatusCode::unavailable, "cannot install the active message handler", st);
   UcxWorker* raw = w.get();
-  Status watched = engine.watch(efd, EPOLLIN, [raw](std::uint32_t) { raw->pump(); });
+  Status watched =
+      engine.watch_polled(efd, EPOLLIN, [raw](std::uint32_t) { (void)raw->pump(/*arm=*/true); });
   if (!watched.ok()) return watched;
-  raw->poller_ = engine.add_poller([raw] { return raw->poll(); });
-  raw->kick();  // arms the worker
+  raw->poller_ =
+      engine.add_poller([raw] { return raw->poll(); }, [raw] { return raw->before_sleep(); });
+  raw->kick();
   return w;
 }
 
-UcxWorker::UcxWorker(ProgressEngine& engine, std::shared_ptr<UcpContext> context, ucp_worker_h worker, int efd,
-                     std::uint64_t rndv_threshold)
-    : engine_(engine), context_(std::move(context)), worker_(worker), efd_(efd), rndv_threshold_(rndv_threshold) {}
+UcxWorker::UcxWorker(ProgressEngine& engine, std::shared_ptr<UcpContext> context,
+                     ucp_worker_h worker, int efd, std::uint64_t rndv_threshold)
+    : engine_(engine),
+      context_(std::move(context)),
+      worker_(worker),
+      efd_(efd),
+      rndv_threshold_(rndv_threshold) {}
 
 UcxWorker::~UcxWorker() {
   if (poller_ != 0) engine_.remove_poller(poller_);
@@ -95,7 +105,8 @@ UcxEndpoint* UcxWorker::find(std::uint64_t serial) const {
 
 void UcxWorker::close_ep(ucp_ep_h ep, bool force) {
   ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  p.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
   p.flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0;
   p.cb.send = &UcxWorker::on_close_done;
   p.user_data = this;
@@ -113,9 +124,10 @@ void UcxWorker::on_close_done(void* request, ucs_status_t, void* user_data) {
 void UcxWorker::later(Task task) { later_.push_back(std::move(task)); }
 
 void UcxWorker::kick() {
+  armed_ = false;  // an operation was started: arm again before sleeping
   if (in_pump_ || pump_scheduled_) return;
   pump_scheduled_ = true;
-  engine_.defer(lifetime_.guard([this] { pump(); }));
+  engine_.defer(lifetime_.guard([this] { (void)pump(/*arm=*/false); }));
 }
 
 bool UcxWorker::run_later() {
@@ -130,44 +142,75 @@ bool UcxWorker::run_later() {
   return true;
 }
 
-void UcxWorker::pump() {
+bool UcxWorker::pump(bool arm) {
   pump_scheduled_ = false;
-  if (in_pump_) return;
+  if (in_pump_) return false;
   in_pump_ = true;
+  bool found = false;
   const auto self = lifetime_.token();
   for (int round = 0; round < kMaxRounds; ++round) {
     const unsigned events = ucp_worker_progress(worker_);
     const bool ran = run_later();
-    if (!self.alive()) return;
-    if (events != 0 || ran) continue;
-    const ucs_status_t st = ucp_worker_arm(worker_);
-    if (st == UCS_ERR_BUSY) continue;  // events arrived meanwhile
-    in_pump_ = false;
-    if (st != UCS_OK) {
-      // Cannot sleep on the event fd: fall back to polling once per loop iteration.
-      if (!arm_failed_) {
-        TICTAC_LOG(warn) << "UCX: ucp_worker_arm failed (" << ucs_status_string(st) << "); polling instead";
+    if (!self.alive()) return true;
+    if (events != 0 || ran) {
+      found = true;
+      armed_ = false;
+      if (ran && engine_.tasks_waiting()) {
+        // Tasks the sinks queued (a reply, a completion's next post) run before more progress.
+        // Nothing is lost by returning: the next spin round pumps again, and before_sleep()
+        // arms (or finds the events) before the loop blocks.
+        in_pump_ = false;
+        return true;
       }
-      arm_failed_ = true;
-      break;
+      continue;
     }
-    return;
+    // Idle. A pump woken by the event fd re-arms it now (an armed fd is not readable); others
+    // leave that to before_sleep(), so a spinning loop makes no arm calls at all.
+    if (!arm || this->arm()) {
+      in_pump_ = false;
+      return found;
+    }
+    if (arm_failed_) break;
+    // UCS_ERR_BUSY: events arrived meanwhile; pump again.
   }
   in_pump_ = false;
   // Still busy (or cannot arm): yield to the loop's other work and come back next iteration.
-  if (retry_timer_set_) return;
+  if (retry_timer_set_) return true;
   retry_timer_set_ = true;
   engine_.add_timer(Clock::now(), lifetime_.guard([this] {
     retry_timer_set_ = false;
-    pump();
+    (void)pump(/*arm=*/true);
   }));
+  return true;
+}
+
+bool UcxWorker::arm() {
+  if (armed_) return true;
+  const ucs_status_t st = ucp_worker_arm(worker_);
+  if (st == UCS_OK) {
+    armed_ = true;
+    return true;
+  }
+  if (st != UCS_ERR_BUSY && !arm_failed_) {
+    // Cannot sleep on the event fd: poll once per loop iteration instead.
+    TICTAC_LOG(warn) << "UCX: ucp_worker_arm failed (" << ucs_status_string(st)
+                     << "); polling instead";
+    arm_failed_ = true;
+  }
+  return false;
+}
+
+bool UcxWorker::before_sleep() {
+  if (in_pump_ || pump_scheduled_) return true;
+  if (arm()) return false;
+  kick();  // events arrived since the last progress (or polling): handle them before sleeping
+  return true;
 }
 
 bool UcxWorker::poll() {
   if (in_pump_ || pump_scheduled_) return pump_scheduled_;
-  if (ucp_worker_progress(worker_) == 0 && later_.empty()) return false;
-  kick();
-  return true;
+  // A pump run inline, without the arm: idle, it costs one ucp_worker_progress.
+  return pump(/*arm=*/false);
 }
 
 void UcxWorker::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
@@ -176,10 +219,11 @@ void UcxWorker::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
   if (it != self->by_ep_.end()) it->second->on_error(status);
 }
 
-ucs_status_t UcxWorker::on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,
-                              const ucp_am_recv_param_t* param) {
+ucs_status_t UcxWorker::on_am(void* arg, const void* header, size_t header_length, void* data,
+                              size_t length, const ucp_am_recv_param_t* param) {
   auto* self = static_cast<UcxWorker*>(arg);
-  const bool has_ep = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 && param->reply_ep != nullptr;
+  const bool has_ep =
+      (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 && param->reply_ep != nullptr;
   auto it = has_ep ? self->by_ep_.find(param->reply_ep) : self->by_ep_.end();
   if (it == self->by_ep_.end()) {
     // A frame for an endpoint we closed already: drop it (a rendezvous sender completes ok).

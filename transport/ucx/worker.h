@@ -3,12 +3,14 @@
 // Progress: the worker's event fd (ucp_worker_get_efd) is watched by the engine's epoll. A "pump"
 // calls ucp_worker_progress until it reports nothing, running after each call the work that UCX
 // callbacks queued with later() (frame delivery, accepted connections, completions: sinks are
-// never called from inside a UCX callback), and then arms the worker (ucp_worker_arm; UCS_ERR_BUSY
-// means more events: pump again). Operations started outside a pump (post, connect, close) call
-// kick(), which schedules a pump in the current loop iteration. A pump that keeps finding work
-// yields to the loop after a bounded number of rounds. The worker is also one of the engine's
-// pollers: while the loop spins (TICTAC_SPIN_US) each round calls ucp_worker_progress, and one
-// that finds work schedules a pump (which runs the queued work and re-arms).
+// never called from inside a UCX callback). Operations started outside a pump (post, connect,
+// close) call kick(), which schedules a pump in the current loop iteration. A pump that keeps
+// finding work yields to the loop after a bounded number of rounds. The worker is also one of the
+// engine's pollers: while the loop spins (TICTAC_SPIN_US) each round runs a pump inline.
+// Arming (ucp_worker_arm; UCS_ERR_BUSY means more events: pump again) happens only where the
+// loop would block: in the engine's before-sleep hook, and in a pump the event fd woke (an armed
+// fd is no longer readable). A spinning ping-pong makes no arm calls (each one is a syscall that
+// drains UCX's event fd: one or two per message before).
 //
 // Threading: loop thread only (the worker is created in UCS_THREAD_MODE_SERIALIZED: the loop
 // thread is its only user). Ownership: owns the ucp_worker_h and the close requests of endpoints
@@ -35,7 +37,8 @@ class UcxEndpoint;
 
 class UcxWorker {
  public:
-  static Result<std::unique_ptr<UcxWorker>> create(ProgressEngine& engine, std::shared_ptr<UcpContext> context);
+  static Result<std::unique_ptr<UcxWorker>> create(ProgressEngine& engine,
+                                                   std::shared_ptr<UcpContext> context);
   ~UcxWorker();
   UcxWorker(const UcxWorker&) = delete;
   UcxWorker& operator=(const UcxWorker&) = delete;
@@ -69,15 +72,22 @@ class UcxWorker {
   static constexpr unsigned kAmId = 0x7C;  // tictac frames
 
  private:
-  UcxWorker(ProgressEngine& engine, std::shared_ptr<UcpContext> context, ucp_worker_h worker, int efd,
-            std::uint64_t rndv_threshold);
-  void pump();
-  // The engine's poller: one ucp_worker_progress outside a pump; true (and a pump scheduled) when
-  // it found work.
+  UcxWorker(ProgressEngine& engine, std::shared_ptr<UcpContext> context, ucp_worker_h worker,
+            int efd, std::uint64_t rndv_threshold);
+  // Progresses until idle; `arm`: then arm the worker (the pump the event fd woke: an armed fd is
+  // no longer readable). True when it found work (or yielded with work left).
+  bool pump(bool arm);
+  // ucp_worker_arm unless armed since the last work or operation; false = not armed: events
+  // arrived meanwhile (progress again) or arming failed (logged once; arm_failed_: poll instead).
+  bool arm();
+  // The engine's poller: a pump run inline (idle: one ucp_worker_progress); true when it found
+  // work. It never arms: before_sleep() does, once, when the loop is about to block.
   bool poll();
+  // The engine's before-sleep hook: arms; true (and a pump kicked) if work is pending.
+  bool before_sleep();
   bool run_later();
-  static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data, size_t length,
-                            const ucp_am_recv_param_t* param);
+  static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data,
+                            size_t length, const ucp_am_recv_param_t* param);
   static void on_close_done(void* request, ucs_status_t status, void* user_data);
 
   ProgressEngine& engine_;
@@ -90,6 +100,7 @@ class UcxWorker {
   bool pump_scheduled_ = false;
   bool retry_timer_set_ = false;
   bool arm_failed_ = false;  // logged once
+  bool armed_ = false;       // ucp_worker_arm succeeded and no work was found since
   std::vector<Task> later_;
   std::uint64_t next_serial_ = 1;
   std::unordered_map<ucp_ep_h, UcxEndpoint*> by_ep_;

@@ -3,10 +3,12 @@
 // posts from the loop thread). No timing asserts: outcomes are counts and the spin statistics.
 #include <gtest/gtest.h>
 #include <pthread.h>
+#include <unistd.h>
 
 #include <future>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "transport/progress_engine.h"
 #include "transport/spin_policy.h"
@@ -75,7 +77,8 @@ TEST(SpinFromText, AutoDependsOnCoresNumbersAreMicroseconds) {
     Result<microseconds> r = spin_from_text(bad, 8);
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), StatusCode::invalid_argument);
-    EXPECT_NE(r.status().message().find("TICTAC_SPIN_US"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("TICTAC_SPIN_US"), std::string::npos)
+        << r.status().message();
   }
 }
 
@@ -175,6 +178,92 @@ TEST(ProgressEngineSpin, PostFromAnotherThreadWakesASleepingLoop) {
   EXPECT_EQ(e->progress(std::chrono::seconds(100)), 1u);
   poster.join();
   EXPECT_TRUE(ran);
+}
+
+// A pipe whose read end is readable (one byte written); closed at the end of the test.
+struct ReadablePipe {
+  ReadablePipe() {
+    EXPECT_EQ(::pipe(fds), 0);
+    EXPECT_EQ(::write(fds[1], "x", 1), 1);
+  }
+  ~ReadablePipe() {
+    ::close(fds[0]);
+    ::close(fds[1]);
+  }
+  int fds[2] = {-1, -1};
+};
+
+TEST(ProgressEngineSpin, ASpinMakesNoEpollCallWhilePollersCoverEveryWatchedFd) {
+  auto e = manual_engine(std::chrono::seconds(100));
+  ReadablePipe covered;
+  int handled = 0;
+  ASSERT_TRUE(e->watch_polled(covered.fds[0], EPOLLIN, [&](std::uint32_t) { ++handled; }).ok());
+  int calls = 0;
+  e->add_poller([&] { return ++calls % 50 == 0; });
+  e->progress(std::chrono::seconds(100));
+  EXPECT_EQ(calls, 50);
+  EXPECT_EQ(e->spin_stats().spin_epolls, 0u);  // 50 rounds, no syscall: the poller covers the fd
+  EXPECT_EQ(handled, 0);
+  // Counter-check: an fd no poller covers makes every round look at epoll too (and its own
+  // readiness ends the spin, so that fd is drained here first).
+  ReadablePipe uncovered;
+  ASSERT_TRUE(e->watch(uncovered.fds[0], EPOLLIN, [&](std::uint32_t) {
+                 char c;
+                 EXPECT_EQ(::read(uncovered.fds[0], &c, 1), 1);
+               }).ok());
+  e->progress(std::chrono::seconds(100));
+  EXPECT_GT(e->spin_stats().spin_epolls, 0u);
+  e->unwatch(uncovered.fds[0]);
+  const auto epolls = e->spin_stats().spin_epolls;
+  e->progress(std::chrono::seconds(100));
+  EXPECT_EQ(e->spin_stats().spin_epolls, epolls);  // unwatched: back to pollers only
+}
+
+TEST(ProgressEngineSpin, APolledFdStillWakesASleepingLoop) {
+  auto e = manual_engine(microseconds(0));  // no spin: the loop sleeps in epoll_wait at once
+  ReadablePipe covered;
+  int handled = 0;
+  ASSERT_TRUE(e->watch_polled(covered.fds[0], EPOLLIN, [&](std::uint32_t) {
+                 char c;
+                 EXPECT_EQ(::read(covered.fds[0], &c, 1), 1);
+                 ++handled;
+               }).ok());
+  EXPECT_EQ(e->progress(std::chrono::seconds(100)), 1u);  // would block 100 s if it were ignored
+  EXPECT_EQ(handled, 1);
+}
+
+TEST(ProgressEngineSpin, BeforeSleepRunsOnlyWhenTheLoopWouldBlockAndCanKeepItAwake) {
+  auto e = manual_engine(microseconds(0));
+  int hooks = 0;
+  bool pending = true;
+  e->add_poller([] { return false; },
+                [&] {
+                  ++hooks;
+                  return pending;
+                });
+  e->progress(milliseconds(0));  // a zero timeout never blocks: no hook
+  EXPECT_EQ(hooks, 0);
+  e->progress(std::chrono::seconds(100));  // pending work: returns at once instead of 100 s
+  EXPECT_EQ(hooks, 1);
+  EXPECT_EQ(e->spin_stats().sleeps, 0u);
+  pending = false;  // counter-check: nothing pending, so the loop blocks (for 1 ms)
+  e->progress(milliseconds(1));
+  EXPECT_EQ(hooks, 2);
+  EXPECT_EQ(e->spin_stats().sleeps, 1u);
+}
+
+TEST(ProgressEngineSpin, PostsFromTheLoopThreadKeepTheirOrderAndSkipTheInbox) {
+  auto e = manual_engine(microseconds(0));
+  std::vector<int> order;
+  e->post([&] {
+    for (int i = 0; i < 5; ++i) e->post([&order, i] { order.push_back(i); });
+    std::thread([&] { e->post([&order] { order.push_back(100); }); }).join();
+  });
+  e->progress(milliseconds(0));
+  EXPECT_TRUE(order.empty());              // posted during this iteration: they run in the next one
+  e->progress(std::chrono::seconds(100));  // would sleep 100 s if it missed them
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4, 100}));
+  EXPECT_EQ(e->spin_stats().sleeps, 0u);
 }
 
 TEST(ProgressEngineThread, TheLoopThreadIsNamedTictacLoop) {
