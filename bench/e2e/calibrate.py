@@ -1,8 +1,12 @@
 """Calibration per (model, mode): the link rate (and, where the top rate is not enough, more
 compute) so that the comm/compute ratio a = N / C is about --target-ratio.
 
-N = max(1, W/K) x parameter bytes / rate (the busiest link of the pull phase: a PS uplink) and
-C = the compute time of one iteration (forward, or forward + backward in training):
+N = the bytes over the busiest link per iteration / rate, and C = the compute time of one
+iteration (forward, or forward + backward in training). The bytes: max(1, W/K) x parameter bytes
+for parameter-server rows (the pull phase's PS uplink); 2 (W - 1) / W x parameter bytes for the
+data-parallel rows (``--modes ddp``: what a ring all-reduce sends, and receives, on each worker's
+link per iteration). Calibrating DDP with the PS load would give it a link W / (2 (W - 1)) x
+faster than "a" says (4 workers: a = 0.375 labelled 1):
 
 - ``--compute real``: timed in this process with --threads threads (median of 3 after a
   warm-up); where even --max-rate leaves a above the target, the per-worker batch is raised
@@ -24,6 +28,14 @@ from typing import Any, Dict, List
 
 from .common import MIN_IMAGE, log, model_spec, rate_bytes, rate_str, short_name
 from .profile import ensure_profile, profile_model
+
+
+def link_load(nbytes: float, workers: int, ps: int, data_parallel: bool) -> float:
+    """Bytes over the busiest link per iteration: a ring all-reduce's per-worker share for the
+    data-parallel rows, the PS uplink's pull for the parameter-server rows."""
+    if data_parallel:
+        return 2.0 * (workers - 1) / workers * nbytes if workers > 1 else 0.0
+    return max(1.0, workers / ps) * nbytes
 
 
 def _rate_for(a: argparse.Namespace, load: float, c_ms: float) -> float:
@@ -48,7 +60,7 @@ def setup_one(a: argparse.Namespace, m: str, mode: str) -> Dict[str, Any]:
         c_ms = prof["forward_inference_ms"] if mode == "inference" else prof["forward_ms"] + prof["backward_ms"]
     else:
         nbytes, c_ms = profile_model(spec, mode, a.batch, image, a.num_classes, a.threads)
-    load = max(1.0, W / K) * nbytes        # bytes over the busiest link per iteration
+    load = link_load(nbytes, W, K, getattr(a, "data_parallel", False))
     rate = _rate_for(a, load, c_ms)
     ratio = load / rate / (c_ms / 1e3)
     top = rate >= rate_bytes(a.max_rate)

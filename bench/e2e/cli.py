@@ -105,7 +105,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             ap.error("--overhead needs --rounds >= 1 and 0 < --overhead-target < 1")
     if a.rounds is None:
         a.rounds = 1
-    if "ddp" in a.modes:   # data-parallel training: the ddp-family policies only
+    a.data_parallel = "ddp" in a.modes    # calibrated for a ring all-reduce (calibrate.link_load)
+    if a.data_parallel:   # data-parallel training: the ddp-family policies only
         bad = [p for p in a.policies if p not in DDP_POLICIES]
         if bad:
             ap.error(f"--modes ddp runs data-parallel rows: --policies must be among {', '.join(DDP_POLICIES)}, "
@@ -200,7 +201,8 @@ def main(argv=None) -> int:
     log("")
     log(f"== results (compute: {a.compute}; {net_note}; batch {a.batch}/worker unless raised by the calibration "
         f"(column batch), {W} workers, {K} server(s), {a.iters} measured iterations x {a.rounds} round(s) per "
-        f"policy; a = N/C, N = max(1, W/K) x param bytes / rate; speedups: median iteration ratio, 95% bootstrap "
+        f"policy; a = N/C, N = {'2(W-1)/W' if a.data_parallel else 'max(1, W/K)'} x param bytes / rate; "
+        f"speedups: median iteration ratio, 95% bootstrap "
         f"CI; spread/: random's straggler spread / this one's)")
     log(text)
     log("")

@@ -19,9 +19,10 @@ const IntTunable kConcurrencyTunable{
 }  // namespace
 
 CollectiveScheduler::CollectiveScheduler(std::string name, int concurrency)
-    : name_(std::move(name)) {
-  const int n = std::max(1, concurrency);
-  for (int i = 0; i < n; ++i) threads_.emplace_back([this, i] { run(i); });
+    : name_(std::move(name)), concurrency_(std::max(1, concurrency)) {
+  // Above 1: `concurrency` slots, as many for more urgent tasks, and the oldest task's spare one.
+  const int threads = concurrency_ == 1 ? 1 : 2 * concurrency_ + 1;
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] { run(i); });
 }
 
 CollectiveScheduler::~CollectiveScheduler() { shutdown(); }
@@ -36,11 +37,11 @@ Result<int> CollectiveScheduler::configured_concurrency() {
   return static_cast<int>(*v);
 }
 
-bool CollectiveScheduler::post(bool concurrent, Task task) {
+bool CollectiveScheduler::post(bool concurrent, std::int64_t priority, Task task) {
   {
     std::lock_guard lock(mu_);
     if (stopping_) return false;
-    pending_.push_back(Pending{concurrent, next_ticket_++, std::move(task)});
+    pending_.push_back(Pending{concurrent, priority, next_ticket_++, std::move(task)});
   }
   cv_.notify_all();
   return true;
@@ -67,9 +68,24 @@ std::uint64_t CollectiveScheduler::finished() const {
   return finished_;
 }
 
-bool CollectiveScheduler::startable() const {
-  if (pending_.empty() || fence_running_) return false;
-  return pending_.front().concurrent ? running_ < concurrency() : running_ == 0;
+std::deque<CollectiveScheduler::Pending>::iterator CollectiveScheduler::next_to_start() {
+  if (pending_.empty() || fence_running_) return pending_.end();
+  auto front = pending_.begin();
+  if (!front->concurrent) return running_ == 0 ? front : pending_.end();
+  if (concurrency_ == 1) return running_ == 0 ? front : pending_.end();
+  // The smallest priority among the concurrent tasks ahead of the first fence (ties: oldest).
+  auto best = front;
+  for (auto it = front; it != pending_.end() && it->concurrent; ++it) {
+    if (it->priority < best->priority) best = it;
+  }
+  if (running_ < concurrency_) return best;
+  // Slots taken: a task more urgent than everything running still starts (up to `concurrency`
+  // more), so a high-priority bucket launched last need not wait for a slot.
+  if (running_ < 2 * concurrency_ && best->priority < *running_priorities_.begin()) return best;
+  // The oldest pending task starts if it is older than every running one: the spare slot that
+  // keeps the oldest collective always able to start.
+  if (front->ticket < *running_tickets_.begin()) return front;
+  return pending_.end();
 }
 
 void CollectiveScheduler::run(int index) {
@@ -77,11 +93,17 @@ void CollectiveScheduler::run(int index) {
   ::pthread_setname_np(::pthread_self(), thread_name.substr(0, 15).c_str());
   std::unique_lock lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return startable() || (stopping_ && pending_.empty()); });
-    if (!startable()) return;  // stopping and drained
-    Pending p = std::move(pending_.front());
-    pending_.pop_front();
+    auto next = pending_.end();
+    cv_.wait(lock, [&] {
+      next = next_to_start();
+      return next != pending_.end() || (stopping_ && pending_.empty());
+    });
+    if (next == pending_.end()) return;  // stopping and drained
+    Pending p = std::move(*next);
+    pending_.erase(next);
     ++running_;
+    running_tickets_.insert(p.ticket);
+    running_priorities_.insert(p.priority);
     max_running_ = std::max(max_running_, running_);
     if (!p.concurrent) fence_running_ = true;
     // Another task may be startable too (a concurrent one behind this concurrent one).
@@ -91,6 +113,8 @@ void CollectiveScheduler::run(int index) {
     p.task = nullptr;  // release captures outside the lock
     lock.lock();
     --running_;
+    running_tickets_.erase(running_tickets_.find(p.ticket));
+    running_priorities_.erase(running_priorities_.find(p.priority));
     ++finished_;
     if (!p.concurrent) fence_running_ = false;
     cv_.notify_all();

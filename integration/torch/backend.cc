@@ -298,7 +298,7 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::collective(c10d::OpType op,
   group::SerialExecutor* done_exec = completions_.get();
   group::Group* g = group_.get();
   const bool posted = collectives_->post(
-      concurrent, [this, g, work, body = std::move(body), ready, done_exec, priority,
+      concurrent, priority, [this, g, work, body = std::move(body), ready, done_exec, priority,
                    storages](std::uint64_t ticket) mutable {
         for (const auto& ev : ready) ev->synchronize();
         Status s;

@@ -1,6 +1,8 @@
 // Collectives in flight together (collective_scheduler.h, Group::SeqScope):
-//  - the scheduler's contract without a network: tickets in posting order, FIFO start, at most
-//    `concurrency` concurrent tasks, a fence runs alone;
+//  - the scheduler's contract without a network: tickets in posting order, FIFO start among
+//    equal priorities, at most `concurrency` concurrent tasks, a fence runs alone; the smallest
+//    priority starts first and the oldest task has a spare slot (counter-check: concurrency 1
+//    keeps posting order);
 //  - over real TCP on loopback: a big low-priority all-reduce posted first and a small
 //    high-priority one posted second; the small one must finish first AND the big one may move
 //    only a small share of its remaining reduce-scatter data meanwhile (counted by the big
@@ -127,6 +129,129 @@ TEST(CollectiveScheduler, ConfiguredConcurrencyNamesABadValue) {
   Result<int> def = CollectiveScheduler::configured_concurrency();
   ASSERT_TRUE(def.ok());
   EXPECT_EQ(*def, CollectiveScheduler::kDefaultConcurrency);
+}
+
+// Per-task gates, opened one at a time, and the order in which tasks started.
+struct Gates {
+  explicit Gates(int n) : gates(static_cast<std::size_t>(n)) {}
+  std::vector<Gate> gates;
+  std::mutex mu;
+  std::vector<std::uint64_t> started;
+  std::atomic<int> running{0};
+  CollectiveScheduler::Task task() {
+    return [this](std::uint64_t ticket) {
+      ++running;
+      {
+        std::lock_guard l(mu);
+        started.push_back(ticket);
+      }
+      gates[ticket].wait();
+      --running;
+    };
+  }
+  // The start order; the first `racing` entries started together (their order is the threads').
+  std::vector<std::uint64_t> order(std::size_t racing = 2) {
+    std::lock_guard l(mu);
+    std::vector<std::uint64_t> o = started;
+    std::sort(o.begin(), o.begin() + static_cast<std::ptrdiff_t>(std::min(racing, o.size())));
+    return o;
+  }
+};
+
+// Starts tasks 0 and 1 (priority `p`) through `s` (concurrency 2) and waits until both run.
+void fill_both_slots(CollectiveScheduler& s, Gates& g, std::int64_t p) {
+  ASSERT_TRUE(s.post(true, p, g.task()));
+  ASSERT_TRUE(s.post(true, p, g.task()));
+  ASSERT_TRUE(eventually([&] { return g.running.load() == 2; }));
+}
+
+TEST(CollectiveScheduler, AFreedSlotGoesToTheSmallestPriority) {
+  CollectiveScheduler s("test-coll", 2);
+  Gates g(4);
+  fill_both_slots(s, g, 1);
+  ASSERT_TRUE(s.post(true, 9, g.task()));  // 2: older
+  ASSERT_TRUE(s.post(true, 5, g.task()));  // 3: smaller priority (not below the running 1s)
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(g.order().size(), 2u);
+  g.gates[1].release();
+  ASSERT_TRUE(eventually([&] { return g.order().size() == 3; }));
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(g.order(), (std::vector<std::uint64_t>{0, 1, 3}));
+  g.gates[0].release();
+  ASSERT_TRUE(eventually([&] { return g.order().size() == 4; }));
+  for (auto& gate : g.gates) gate.release();
+  s.shutdown();
+  EXPECT_EQ(s.max_running(), 2);
+}
+
+TEST(CollectiveScheduler, AMoreUrgentTaskNeedsNoSlotUpToTwiceTheConcurrency) {
+  CollectiveScheduler s("test-coll", 2);
+  Gates g(6);
+  fill_both_slots(s, g, 9);
+  ASSERT_TRUE(s.post(true, 1, g.task()));  // 2: more urgent than all running: starts now
+  ASSERT_TRUE(eventually([&] { return g.order().size() == 3; }));
+  ASSERT_TRUE(s.post(true, 1, g.task()));  // 3: not more urgent than 2
+  ASSERT_TRUE(s.post(true, 0, g.task()));  // 4: more urgent than 2: starts
+  ASSERT_TRUE(eventually([&] { return g.order().size() == 4; }));
+  ASSERT_TRUE(s.post(true, -1, g.task()));  // 5: most urgent, but 2 x concurrency run
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(g.order(), (std::vector<std::uint64_t>{0, 1, 2, 4}));
+  EXPECT_EQ(g.running.load(), 4);
+  for (auto& gate : g.gates) gate.release();
+  s.shutdown();
+  EXPECT_EQ(s.finished(), 6u);
+  EXPECT_EQ(s.max_running(), 4);
+}
+
+TEST(CollectiveScheduler, TheOldestTaskHasASpareSlot) {
+  CollectiveScheduler s("test-coll", 2);
+  Gates g(5);
+  fill_both_slots(s, g, 9);
+  ASSERT_TRUE(s.post(true, 9, g.task()));  // 2: the oldest pending from here on
+  ASSERT_TRUE(s.post(true, 1, g.task()));  // 3: urgent, starts
+  ASSERT_TRUE(s.post(true, 1, g.task()));  // 4: waits (not more urgent than 3)
+  ASSERT_TRUE(eventually([&] { return g.order().size() == 3; }));
+  g.gates[0].release();
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(g.order().size(), 3u);  // 1 and 3 run: both slots; 2 is not older than 1
+  g.gates[1].release();
+  // 4 takes the freed slot (smaller priority); then both running tasks (3, 4) are younger than
+  // 2, which starts in the spare slot although both slots are taken.
+  ASSERT_TRUE(eventually([&] { return g.order().size() == 5; }));
+  std::vector<std::uint64_t> last = g.order();
+  std::sort(last.begin() + 3, last.end());
+  EXPECT_EQ(last, (std::vector<std::uint64_t>{0, 1, 3, 2, 4}));
+  EXPECT_EQ(g.running.load(), 3);
+  EXPECT_EQ(s.max_running(), 3);
+  for (auto& gate : g.gates) gate.release();
+  s.shutdown();
+  EXPECT_EQ(s.finished(), 5u);
+}
+
+TEST(CollectiveScheduler, CounterCheckConcurrencyOneIgnoresPriorities) {
+  CollectiveScheduler s("test-coll", 1);
+  std::vector<std::uint64_t> seen;
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_TRUE(s.post(true, 20 - i, [&seen](std::uint64_t t) { seen.push_back(t); }));
+  }
+  s.shutdown();
+  ASSERT_EQ(seen.size(), 20u);
+  for (std::size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], i);
+  EXPECT_EQ(s.max_running(), 1);
+}
+
+TEST(CollectiveScheduler, APriorityNeverJumpsAFence) {
+  CollectiveScheduler s("test-coll", 3);
+  Gates g(3);
+  ASSERT_TRUE(s.post(true, 9, g.task()));   // 0
+  ASSERT_TRUE(s.post(false, 9, g.task()));  // 1: a fence
+  ASSERT_TRUE(s.post(true, 0, g.task()));   // 2: highest priority, behind the fence
+  ASSERT_TRUE(eventually([&] { return g.running.load() == 1; }));
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(g.order(), (std::vector<std::uint64_t>{0}));
+  for (auto& gate : g.gates) gate.release();
+  s.shutdown();
+  EXPECT_EQ(g.order(), (std::vector<std::uint64_t>{0, 1, 2}));
 }
 
 // --- over loopback TCP -----------------------------------------------------------------------
@@ -333,7 +458,8 @@ TEST(ConcurrentCollectives, CounterCheckWithoutPrioritiesDoesNotOvertake) {
 }
 
 // 3 ranks with different concurrency (1, 4, 2): 24 all-reduces of mixed sizes and priorities
-// with a fence (barrier) every 8; every one matches across ranks and sums right.
+// (start priorities too) with a fence (barrier) every 8; every one matches across ranks and
+// sums right.
 TEST(ConcurrentCollectives, ManyInFlightWithFencesAndUnequalConcurrency) {
   constexpr int n = 3;
   bootstrap::InMemoryStore store;
@@ -370,7 +496,9 @@ TEST(ConcurrentCollectives, ManyInFlightWithFencesAndUnequalConcurrency) {
             note(g.barrier());
           });
         }
-        sched.post(true, [&, i](std::uint64_t t) {
+        // Start priorities as ordered_ddp's buckets: later ones mostly first, so ranks with
+        // different concurrency start different collectives (the spare slot keeps it live).
+        sched.post(true, (i * 7) % 5 - i, [&, i](std::uint64_t t) {
           Group::SeqScope scope(g, t);
           note(g.allreduce(data[r][i].data(), data[r][i].size(), 8, sum_i64, (i * 7) % 5));
         });
