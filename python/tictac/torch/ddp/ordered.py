@@ -16,10 +16,12 @@ What it does (ByteScheduler / P3's idea, with the order from TicTac's policies):
   chunk goes before lower ones, so a later bucket overtakes a big earlier one mid-ring). Buckets
   are launched in one fixed order on every rank (reverse policy order, as backward produces
   them), so collectives always match.
-- ``optimizer.step()`` does not block: each bucket's update is applied when the next forward
-  pass reaches the first module that owns one of its parameters (a forward pre-hook waits for
-  that bucket's all-reduce only), so the next forward overlaps the tail of this iteration's
-  communication.
+- ``optimizer.step()`` does not block: each bucket's update is applied by a background thread
+  as soon as its all-reduce completes (most urgent bucket first), and the next forward pass
+  waits, in the pre-hook of the first module that owns one of its parameters, only for that
+  bucket's update. So the updates and the next forward overlap the tail of this iteration's
+  communication. ``optimizer.zero_grad()`` (and the wrapper's ``zero_grad()``) are serialised
+  with the updater, which lends each parameter its averaged gradient for the update's duration.
 - The update itself is the user's optimizer, cloned per bucket (split_optimizer.py): the same
   weights as DistributedDataParallel with the same optimizer (tests/torch/test_ordered_ddp.py),
   including momentum, Adam, ``no_sync()`` gradient accumulation and unused parameters
@@ -27,7 +29,8 @@ What it does (ByteScheduler / P3's idea, with the order from TicTac's policies):
 
 Not supported (refused or documented): a closure passed to step(); reading or clipping p.grad
 between backward and step (p.grad holds this rank's gradient until the update is applied; call
-``synchronize()`` first to get DDP's averaged gradients, then call step()); optimizers that
+``synchronize()`` first to get DDP's averaged gradients, then call step()); zeroing gradients
+through the inner module (``module.zero_grad()``) while updates are pending; optimizers that
 couple parameters (LBFGS); a parameter used outside the forward of the module that owns it is
 updated at the start of the forward instead (correct, without overlap).
 """
@@ -36,6 +39,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
+import threading
 import time
 from typing import Any, Dict, List, Optional
 
@@ -92,8 +97,11 @@ class OrderedDDP(nn.Module):
         with torch.no_grad():
             for t in list(module.parameters()) + list(module.buffers()):
                 dist.broadcast(t, src=self._src, group=group)
+        self._updater = _Updater()
         self._user_step = optimizer.step
+        self._user_zero_grad = optimizer.zero_grad
         optimizer.step = self._deferred_step  # type: ignore[method-assign]
+        optimizer.zero_grad = self._locked_zero_grad  # type: ignore[method-assign]
         self._handles = [p.register_post_accumulate_grad_hook(self._on_grad)
                          for p in self._params.values() if p.requires_grad]
         self._handles += [m.register_forward_pre_hook(self._pre_forward) for m in module.modules()]
@@ -196,26 +204,40 @@ class OrderedDDP(nn.Module):
         self._launch_ready(force=True)   # buckets with parameters no gradient reached
         self._in_backward = False
 
-    # ---- step: deferred ----
+    # ---- step: deferred; updates applied by the updater thread ----
     def _deferred_step(self, closure=None):
         if closure is not None:
             raise RuntimeError("tictac.torch.ordered_ddp: step(closure) is not supported (updates are deferred)")
-        for b in self._buckets or ():
-            if b.launched:
-                b.pending, b.launched = True, False
+        launched = [b for b in self._buckets or () if b.launched]
+        for b in launched:                      # most urgent first: the order the forward needs
+            b.pending, b.launched = True, False
+        self._updater.submit(launched, self._update)
         return None
 
+    def _update(self, b: Bucket) -> None:
+        """On the updater thread: waits for the all-reduce (GIL released), then applies."""
+        grads = reduced_grads(b, self._world)
+        with self._updater.lock:
+            self._optims[b.index].step(grads)
+
+    def _locked_zero_grad(self, set_to_none: bool = True) -> None:
+        with self._updater.lock:
+            self._user_zero_grad(set_to_none)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """As nn.Module.zero_grad, serialised with the updater (which lends p.grad)."""
+        with self._updater.lock:
+            self.module.zero_grad(set_to_none)
+
     def _apply(self, b: Bucket) -> bool:
+        """Waits until the update of `b` (pending since step()) is applied; false if none was."""
         if not b.pending:
             return False
-        if b.work is not None:
-            t0 = time.perf_counter()
-            b.work.wait()
-            # Where the next forward waits for communication (diagnostics: bench/e2e logs it).
-            waited = (time.perf_counter() - t0) * 1e3
-            self.wait_ms[b.index] = self.wait_ms.get(b.index, 0.0) + waited
-        grads = reduced_grads(b, self._world)
-        self._optims[b.index].step(grads)
+        t0 = time.perf_counter()
+        self._updater.wait(b)
+        # Where the next forward waits for communication (diagnostics: bench/e2e logs it).
+        waited = (time.perf_counter() - t0) * 1e3
+        self.wait_ms[b.index] = self.wait_ms.get(b.index, 0.0) + waited
         b.pending = False
         return True
 
@@ -240,10 +262,70 @@ class OrderedDDP(nn.Module):
             self._sync = old
 
     def remove(self) -> None:
-        """Removes the hooks and restores optimizer.step (after synchronize())."""
+        """Applies pending updates, stops the updater, removes the hooks and restores
+        optimizer.step and zero_grad."""
+        for b in self._buckets or ():
+            self._apply(b)
+        self._updater.stop()
         for h in self._handles:
             h.remove()
         self._optimizer.step = self._user_step  # type: ignore[method-assign]
+        self._optimizer.zero_grad = self._user_zero_grad  # type: ignore[method-assign]
+
+
+class _Updater:
+    """A thread that applies submitted buckets' updates (`apply(bucket)`) in submission order, each
+    as soon as its all-reduce completes. `lock` serialises the updates (which lend p.grad the
+    averaged gradient) with zero_grad(). An update that fails is re-raised by wait(). Deep copies
+    (the planner copies the model, hooks included) get a fresh, idle updater."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self._queue: "queue.Queue[Optional[tuple]]" = queue.Queue()
+        self._thread: Optional[threading.Thread] = None
+        self._done: Dict[int, threading.Event] = {}   # bucket index -> its update is applied
+        self._error: Optional[BaseException] = None
+
+    def __deepcopy__(self, memo):
+        return _Updater()
+
+    def submit(self, buckets: List[Bucket], apply) -> None:
+        if not buckets:
+            return
+        for b in buckets:
+            self._done.setdefault(b.index, threading.Event()).clear()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="tictac-ddp-update", daemon=True)
+            self._thread.start()
+        for b in buckets:
+            self._queue.put((b, apply))
+
+    def wait(self, b: Bucket) -> None:
+        done = self._done.get(b.index)
+        if done is not None:
+            done.wait()
+        if self._error is not None:
+            raise RuntimeError(f"tictac.torch.ordered_ddp: a deferred update failed: {self._error}") from self._error
+
+    def stop(self) -> None:
+        if self._thread is not None:
+            self._queue.put(None)
+            self._thread.join()
+            self._thread = None
+
+    def _loop(self) -> None:
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            b, apply = item
+            try:
+                if self._error is None:
+                    apply(b)
+            except BaseException as e:  # noqa: BLE001  re-raised on the training thread by wait()
+                self._error = e
+            finally:
+                self._done[b.index].set()
 
 
 @contextlib.contextmanager
