@@ -122,3 +122,37 @@ def test_same_weights_as_ddp(world):
             assert r["unused_changed"] == 0.0, f"{where}: the unused parameter moved by {r['unused_changed']:.3g}"
             # Updates were applied in the next forward (overlap), not all at step().
             assert r["stats"]["applied_in_forward"] > 0, f"{where}: {r['stats']}"
+
+
+def _update_without_forward(rank, world):
+    """One training step, then no forward: the updater applies the bucket updates on its own as
+    the all-reduces complete. Returns whether the weights moved within 30 s, and the stats."""
+    import time
+
+    import torch
+    import torch.nn.functional as F
+
+    model = _net()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    wrapped = tictac.torch.ordered_ddp(model, opt, policy="tic", bucket_bytes=8 << 10)
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    g = torch.Generator().manual_seed(rank)
+    F.cross_entropy(wrapped(torch.randn(4, 3, 8, 8, generator=g)), torch.randint(0, 10, (4,), generator=g)).backward()
+    opt.step()
+    deadline = time.monotonic() + 30
+    moved = False
+    while not moved and time.monotonic() < deadline:
+        moved = all(not torch.equal(p.detach(), before[n]) for n, p in model.named_parameters()
+                    if n != "unused.weight" and n != "unused.bias" and not n.startswith("extra."))
+        time.sleep(0.01)
+    stats = dict(wrapped.stats)
+    wrapped.synchronize()
+    wrapped.remove()
+    return {"moved": moved, "stats": stats}
+
+
+def test_updates_are_applied_when_the_allreduce_completes():
+    for rank, r in enumerate(run_ranks(_update_without_forward, world=2, timeout=120)):
+        assert r["moved"], f"rank {rank}: no forward ran and the weights did not move: {r}"
+        # No forward ran, so nothing was applied in a pre-hook: the updater applied them.
+        assert r["stats"]["applied_in_forward"] == 0, f"rank {rank}: {r}"
