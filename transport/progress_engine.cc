@@ -257,18 +257,20 @@ std::size_t ProgressEngine::iterate(int timeout_ms) {
 }
 
 std::deque<Task> ProgressEngine::take_inbox() {
+  // The loop thread's own posts first, then the inbox's (no order between threads is promised).
   std::deque<Task> tasks;
   tasks.swap(local_);
   if (!inbox_pending()) return tasks;
+  std::deque<Task> posted;
   InboxNode* node = inbox_head_.exchange(nullptr, std::memory_order_seq_cst);
-  const std::size_t at =
-      tasks.size();  // the loop thread's own posts first (no order between threads is promised)
-  while (node != nullptr) {  // newest first: inserting at `at` restores the posting order
-    tasks.insert(tasks.begin() + static_cast<std::ptrdiff_t>(at), std::move(node->task));
+  while (node != nullptr) {  // newest first: push_front restores the posting order
+    posted.push_front(std::move(node->task));
     InboxNode* next = node->next;
     delete node;
     node = next;
   }
+  if (tasks.empty()) return posted;
+  for (Task& t : posted) tasks.push_back(std::move(t));
   return tasks;
 }
 
