@@ -71,8 +71,8 @@ std::uint64_t CollectiveScheduler::finished() const {
 std::deque<CollectiveScheduler::Pending>::iterator CollectiveScheduler::next_to_start() {
   if (pending_.empty() || fence_running_) return pending_.end();
   auto front = pending_.begin();
-  if (!front->concurrent) return running_ == 0 ? front : pending_.end();
-  if (concurrency_ == 1) return running_ == 0 ? front : pending_.end();
+  // A fence, or one collective thread: strictly in posting order, alone.
+  if (!front->concurrent || concurrency_ == 1) return running_ == 0 ? front : pending_.end();
   // The smallest priority among the concurrent tasks ahead of the first fence (ties: oldest).
   auto best = front;
   for (auto it = front; it != pending_.end() && it->concurrent; ++it) {
