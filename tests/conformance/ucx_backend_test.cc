@@ -8,6 +8,7 @@
 
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "tests/conformance/harness.h"
@@ -38,6 +39,66 @@ TEST(UcxBackend, ViableWithHostMemoryOnly) {
   EXPECT_TRUE(c.host_memory);
   EXPECT_FALSE(c.cuda_memory);  // Debian's libucx has no CUDA support
   EXPECT_GT(c.max_frames_in_flight, 0u);
+}
+
+// Sets an environment variable for one scope and restores what was there.
+class EnvFor {
+ public:
+  EnvFor(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    had_ = std::getenv(name) != nullptr;
+    if (value != nullptr) {
+      setenv(name, value, 1);
+    } else {
+      unsetenv(name);
+    }
+  }
+  ~EnvFor() {
+    if (had_) {
+      setenv(name_, old_.c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+
+ private:
+  const char* name_;
+  std::string old_;
+  bool had_ = false;
+};
+
+// Rendezvous payloads are read by the receiver (get_zcopy) unless the user chose: UCX 1.13's auto
+// scheme put them on tcp even over shared memory (docs/ucx.md). A bad value is refused by name.
+TEST(UcxBackend, RendezvousSchemeIsGetZcopyUnlessTheUserChoseOne) {
+  EnvFor no_ucx_choice("UCX_RNDV_SCHEME", nullptr);
+  {
+    EnvFor unset("TICTAC_UCX_RNDV_SCHEME", nullptr);
+    const Viability v = ucx::create()->viability();
+    ASSERT_TRUE(v.viable) << v.reason;
+    EXPECT_NE(v.reason.find("rendezvous get_zcopy"), std::string::npos) << v.reason;
+  }
+  {
+    EnvFor auto_scheme("TICTAC_UCX_RNDV_SCHEME", "auto");
+    const Viability v = ucx::create()->viability();
+    ASSERT_TRUE(v.viable) << v.reason;
+    EXPECT_NE(v.reason.find("rendezvous auto"), std::string::npos) << v.reason;
+  }
+  {
+    EnvFor bad("TICTAC_UCX_RNDV_SCHEME", "fastest");
+    const Viability v = ucx::create()->viability();
+    EXPECT_FALSE(v.viable);
+    EXPECT_NE(v.reason.find("TICTAC_UCX_RNDV_SCHEME=fastest is not a UCX rendezvous scheme"),
+              std::string::npos)
+        << v.reason;
+  }
+  {
+    EnvFor ours("TICTAC_UCX_RNDV_SCHEME", "auto");
+    EnvFor users("UCX_RNDV_SCHEME", "put_zcopy");  // UCX's own variable wins
+    const Viability v = ucx::create()->viability();
+    ASSERT_TRUE(v.viable) << v.reason;
+    EXPECT_NE(v.reason.find("rendezvous put_zcopy (UCX_RNDV_SCHEME)"), std::string::npos)
+        << v.reason;
+  }
 }
 
 TEST(UcxBackend, CudaBuffersAreRefusedUnlessUcxSupportsThem) {

@@ -10,8 +10,9 @@
 // that arrives while a rendezvous payload is landing waits, holding UCX's descriptor.
 // Memory type: host, stated explicitly on every operation.
 // Failure: UCX's peer error callback, a failed send or receive, or a bad header make the endpoint
-// fail once: frames that arrived before are delivered first, then on_failed(connection_lost or
-// protocol_error) with UCX's reason and the peer's address.
+// fail once: frames that arrived before (up to a progress round that brings none) are delivered
+// first, then on_failed(connection_lost or protocol_error) with UCX's reason and the peer's
+// address.
 //
 // Threading: loop thread only; UCX callbacks only queue work (see worker.h). Ownership: owns the
 // ucp_ep_h; close() hands it to the worker to close: with a flush when the endpoint is healthy and
@@ -109,6 +110,10 @@ class UcxEndpoint final : public Endpoint {
   bool received_ = false;
   wire::Header landing_;
   std::vector<std::byte> scratch_;  // destination of a discarded rendezvous payload
+  // Frames seen by on_am, and the count when a failure last waited one more progress round.
+  std::uint64_t frames_arrived_ = 0;
+  std::uint64_t frames_at_drain_ = ~std::uint64_t{0};
+  int failure_drain_rounds_ = 0;
   scaffold::LoopLifetime lifetime_;  // queued work and sink callbacks check it
 };
 

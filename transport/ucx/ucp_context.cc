@@ -3,11 +3,18 @@
 #include <cstdlib>
 #include <string>
 
+#include "common/tunables.h"
 #include "transport/ucx/memory.h"
 #include "transport/ucx/ucs_status.h"
 
 namespace tictac::transport::ucx {
 namespace {
+
+const StringTunable kRndvScheme{
+    "TICTAC_UCX_RNDV_SCHEME", "get_zcopy",
+    "UCX backend: UCX's rendezvous scheme (its RNDV_SCHEME) unless UCX_RNDV_SCHEME is set: "
+    "get_zcopy = the receiver reads the payload (over shared memory one CMA copy); auto = UCX's "
+    "own choice, which on loopback puts rendezvous payloads on tcp (3x slower over shared memory)"};
 
 // Whether a UCX_TLS value can select a shared-memory transport (UCX warns about MM settings
 // when none is in use).
@@ -35,6 +42,28 @@ Result<std::shared_ptr<UcpContext>> UcpContext::create() {
   if (std::getenv("UCX_MM_ERROR_HANDLING") == nullptr && may_use_shared_memory(std::getenv("UCX_TLS"))) {
     (void)ucp_config_modify(config, "MM_ERROR_HANDLING", "y");
   }
+  // Rendezvous payloads (frames above TICTAC_UCX_RNDV_THRESH) are read by the receiver. UCX 1.13's
+  // auto scheme picks the put lane with the highest estimated bandwidth, which on a host is tcp's
+  // (it estimates loopback above shared memory), so a payload that shared memory could copy once
+  // crossed a socket instead: 3.0 against 9.3 GB/s at 4 MiB (docs/ucx.md). The backend moves
+  // host memory only (UcxWorker::kMemoryType), where get_zcopy is also what auto means for tag
+  // messages; with UCX_TLS=tcp, which has no get, UCX sends rendezvous data over active messages.
+  std::string scheme = "UCX_RNDV_SCHEME";
+  if (const char* user = std::getenv("UCX_RNDV_SCHEME"); user == nullptr || *user == '\0') {
+    Result<std::string> chosen = kRndvScheme.get();
+    scheme = chosen.ok() ? *chosen : "get_zcopy";
+    st = ucp_config_modify(config, "RNDV_SCHEME", scheme.c_str());
+    if (st != UCS_OK) {
+      ucp_config_release(config);
+      return from_ucs(StatusCode::invalid_argument,
+                      "TICTAC_UCX_RNDV_SCHEME=" + scheme +
+                          " is not a UCX rendezvous scheme (use get_zcopy, the default, or auto, "
+                          "put_zcopy; see `ucx_info -c | grep RNDV_SCHEME`)",
+                      st);
+    }
+  } else {
+    scheme = std::string(user) + " (UCX_RNDV_SCHEME)";
+  }
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED | UCP_PARAM_FIELD_NAME;
   params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
@@ -57,6 +86,7 @@ Result<std::shared_ptr<UcpContext>> UcpContext::create() {
                      " (memory: " + describe_memory_types(types) + ")";
   const char* tls = std::getenv("UCX_TLS");
   desc += std::string(", UCX_TLS=") + (tls != nullptr && *tls != '\0' ? tls : "all");
+  desc += ", rendezvous " + scheme;
   return std::shared_ptr<UcpContext>(new UcpContext(context, types, std::move(desc)));
 }
 

@@ -28,7 +28,7 @@ class UcpContext {
   ucp_context_h handle() const { return context_; }
   // Bit mask of UCS_BIT(ucs_memory_type_t) this UCX build can move.
   std::uint64_t memory_types() const { return memory_types_; }
-  // "UCX 1.13.1 (memory: host), UCX_TLS=tcp".
+  // "UCX 1.13.1 (memory: host), UCX_TLS=tcp, rendezvous get_zcopy".
   const std::string& description() const { return description_; }
 
  private:
