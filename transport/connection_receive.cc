@@ -9,6 +9,7 @@
 #include "common/check.h"
 #include "common/log.h"
 #include "transport/connection.h"
+#include "transport/counters.h"
 
 namespace tictac::transport {
 
@@ -139,6 +140,9 @@ Status Connection::accept_announce(const Header& h) {
   m.total = h.total;
   m.priority = h.priority;
   m.eager = kind != 0;  // eager or claimed: the data follows without READY
+  if (kind == wire::kFlagClaimed) {
+    transport_counters().claimed_received.fetch_add(1, std::memory_order_relaxed);
+  }
   m.credit = kind == wire::kFlagEager ? h.total : 0;
   eager_in_use_ += m.credit;
   auto [it, inserted] = in_.emplace(h.msg_id, std::move(m));
@@ -201,6 +205,7 @@ void Connection::bind_in(std::uint64_t msg_id, InMsg& m, Request* req) {
     r.type = FrameType::ready;
     r.msg_id = msg_id;
     push_control(r);
+    transport_counters().readies_sent.fetch_add(1, std::memory_order_relaxed);
     if (m.total == 0) settle_in(msg_id);
     return;
   }

@@ -70,6 +70,7 @@ def main(argv=None) -> int:
     if ordered:
         import tictac.torch
         ddp = tictac.torch.ordered_ddp(model, opt, policy=a.variant[len("ordered-"):])
+        ddp.trace = [] if os.environ.get("NOTRACE") is None else None  # bucket events, written per iteration as "bucket_events" (diagnostics)
     else:
         ddp = DDP(model, broadcast_buffers=False)
     data = SyntheticData(a.batch, a.image_size, a.num_classes, a.seed)
@@ -99,6 +100,11 @@ def main(argv=None) -> int:
             recs[-1]["bucket_mb"] = {str(b.index): round(sum(p.numel() * p.element_size() for p in b.params) / 1e6, 1)
                                      for b in ddp._buckets or ()} if it == 0 else {}
             ddp.wait_ms.clear()
+            # Events since the last record, in ms from this iteration's start (the last
+            # iteration's updates land in the next one, or at synchronize()).
+            if ddp.trace is not None:
+                events, ddp.trace[:] = list(ddp.trace), []
+                recs[-1]["bucket_events"] = [[i, e, round(ms(t), 2)] for i, e, t in events]
         if not ordered:
             # Iterations aligned across workers, as the PS jobs' are by the pulls. Not for
             # ordered_ddp: a barrier queues behind the iteration's all-reduces and would remove

@@ -46,6 +46,21 @@ void Flow::exchange(std::uint64_t key, int dst, std::uint64_t send_tag, const vo
   group_.end_batch();
 }
 
+Flow::Unit Flow::open_unit(int transfers) {
+  ++outstanding_;
+  return std::make_shared<int>(transfers);
+}
+
+void Flow::send_in(const Unit& unit, std::uint64_t key, int dst, std::uint64_t tag,
+                   const void* data, std::size_t bytes) {
+  post(true, key, dst, tag, const_cast<void*>(data), bytes, unit);
+}
+
+void Flow::recv_in(const Unit& unit, std::uint64_t key, int src, std::uint64_t tag, void* data,
+                   std::size_t bytes) {
+  post(false, key, src, tag, data, bytes, unit);
+}
+
 void Flow::post(bool is_send, std::uint64_t key, int rank, std::uint64_t tag, void* data,
                 std::size_t bytes, std::shared_ptr<int> unit_left) {
   {

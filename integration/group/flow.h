@@ -48,6 +48,16 @@ class Flow {
   void exchange(std::uint64_t key, int dst, std::uint64_t send_tag, const void* send_data,
                 std::size_t send_bytes, int src, std::uint64_t recv_tag, void* recv_data,
                 std::size_t recv_bytes);
+  // A unit whose transfers are posted at different times: open_unit(key, n) counts one in
+  // outstanding(), and next() hands `key` back once, when all `n` transfers posted with
+  // send_in/recv_in finished (a ring posts the next step's receive a step early, so the peer's
+  // send finds it posted; the send joins the unit later). Each of the n must be posted.
+  using Unit = std::shared_ptr<int>;
+  Unit open_unit(int transfers);
+  void send_in(const Unit& unit, std::uint64_t key, int dst, std::uint64_t tag, const void* data,
+               std::size_t bytes);
+  void recv_in(const Unit& unit, std::uint64_t key, int src, std::uint64_t tag, void* data,
+               std::size_t bytes);
 
   // The key of a finished transfer (in finishing order), or the collective's error.
   Result<std::uint64_t> next();

@@ -16,6 +16,11 @@ const SizeTunable kChunkBytesTunable{
     "ring collectives (allreduce, reduce-scatter, allgather of the torch backend): bytes per "
     "pipelined chunk of each rank's block (at most 32 chunks a block)"};
 
+const BoolTunable kEarlyRecv{
+    "TICTAC_RING_EARLY_RECV", true,
+    "ring collectives: post each step's receive a step early, so the left neighbour's send finds "
+    "it advertised and goes without a READY round trip (0 = post it with the step's send)"};
+
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
 // Sub-range j of `len` elements split k ways.
@@ -38,7 +43,7 @@ class Ring {
  public:
   Ring(Group& g, std::byte* data, const Blocks& blocks, std::size_t elem, const ReduceFn* reduce,
        transport::Priority priority, const std::string& what, int first, int last,
-       std::size_t chunk_bytes)
+       std::size_t chunk_bytes, bool early)
       : group_(g),
         data_(data),
         blocks_(blocks),
@@ -46,6 +51,7 @@ class Ring {
         reduce_(reduce),
         first_(first),
         last_(last),
+        early_(early),
         n_(g.size()),
         r_(g.rank()),
         seq_(g.next_collective_seq()),
@@ -59,17 +65,25 @@ class Ring {
     if (first_ < n_ - 1) {
       chunk_slot_ = (blocks.max_len() + static_cast<std::size_t>(chunks_) - 1) /
                     static_cast<std::size_t>(chunks_);
+      // Two slots per chunk (the next step's receive is posted while this step's piece waits to
+      // be reduced) unless that would exceed kRingEarlyScratchBytes.
+      const std::size_t one = chunk_slot_ * static_cast<std::size_t>(chunks_) * elem;
+      slots_ = early_ && 2 * one <= kRingEarlyScratchBytes ? 2 : 1;
       // From the group's pool: no fresh pages to fault in per call; not zeroed, since every byte
       // read was received first (a block's worth of memset per call).
-      scratch_ = g.scratch().acquire(chunk_slot_ * static_cast<std::size_t>(chunks_) * elem);
+      scratch_ = g.scratch().acquire(one * static_cast<std::size_t>(slots_));
     }
     step_.assign(static_cast<std::size_t>(chunks_), first_);
+    units_.assign(static_cast<std::size_t>(chunks_) * 2, nullptr);
   }
 
   Status run() {
     if (n_ == 1 || first_ >= last_) return Status::Ok();
     group_.begin_batch();  // every chunk's first step reaches the loop as one task
-    for (int j = 0; j < chunks_; ++j) post(j);
+    for (int j = 0; j < chunks_; ++j) {
+      open_step(j, first_);
+      post(j);
+    }
     group_.end_batch();
     while (flow_.outstanding() > 0) {
       Result<std::uint64_t> key = flow_.next();
@@ -79,10 +93,14 @@ class Ring {
       if (s < n_ - 1) {  // reduce-scatter: fold the received piece in
         const Range piece = chunk(recv_block(s), j);
         if (piece.len > 0) {
-          (*reduce_)(data_ + piece.begin * elem_, slot(j), piece.len);
+          (*reduce_)(data_ + piece.begin * elem_, slot(j, s), piece.len);
         }
       }
-      if (++step_[static_cast<std::size_t>(j)] < last_) post(j);
+      if (++step_[static_cast<std::size_t>(j)] < last_) {
+        group_.begin_batch();
+        post(j);
+        group_.end_batch();
+      }
     }
     return Status::Ok();
   }
@@ -99,33 +117,68 @@ class Ring {
     const Range in = split(blocks_.len[static_cast<std::size_t>(b)], chunks_, j);
     return {blocks_.begin[static_cast<std::size_t>(b)] + in.begin, in.len};
   }
-  std::byte* slot(int j) {
-    return scratch_.data() + static_cast<std::size_t>(j) * chunk_slot_ * elem_;
+  // Chunk j's scratch for the piece received at reduce-scatter step s.
+  std::byte* slot(int j, int s) {
+    const std::size_t k = static_cast<std::size_t>(slots_ == 2 ? s % 2 : 0);
+    return scratch_.data() +
+           (k * static_cast<std::size_t>(chunks_) + static_cast<std::size_t>(j)) * chunk_slot_ *
+               elem_;
+  }
+  Flow::Unit& unit(int j, int s) {
+    return units_[static_cast<std::size_t>(j) * 2 + static_cast<std::size_t>(s % 2)];
+  }
+  // Whether step s's receive may be posted while step s - 1 is still open. Allgather steps land
+  // in place, in a block that no open step reads: the first one (block r-1) was last sent at
+  // reduce-scatter step 0, so with 2 ranks (where step 0 is step s - 1) it must wait.
+  // Reduce-scatter steps need the second scratch slot.
+  bool early(int s) const {
+    if (!early_ || s >= last_) return false;
+    if (s >= n_ - 1) return s > n_ - 1 || n_ > 2;
+    return slots_ == 2;
   }
 
+  // Opens chunk j's step s (a send and a receive) and posts its receive.
+  void open_step(int j, int s) {
+    unit(j, s) = flow_.open_unit(2);
+    const Range in = chunk(recv_block(s), j);
+    std::byte* dst = s < n_ - 1 ? slot(j, s) : data_ + in.begin * elem_;
+    flow_.recv_in(unit(j, s), static_cast<std::uint64_t>(j), mod(r_ - 1, n_), tag(j, s), dst,
+                  in.len * elem_);
+  }
+
+  // Posts chunk j's send of its current step s (whose receive is posted), and the receive of
+  // step s + 1 if it may go early: it is then posted a whole step before the left neighbour
+  // sends into it, so that send claims the advertised buffer and its data leaves at once,
+  // instead of waiting a READY round trip behind whatever else fills the links (which, with
+  // six steps per ring at 4 ranks, was most of a small priority bucket's all-reduce time).
   void post(int j) {
     const int s = step_[static_cast<std::size_t>(j)];
-    const std::uint64_t tag = collective_tag(seq_, s * chunks_ + j);
+    if (!unit(j, s)) open_step(j, s);
     const Range out = chunk(send_block(s), j);
-    const Range in = chunk(recv_block(s), j);
-    std::byte* dst = s < n_ - 1 ? slot(j) : data_ + in.begin * elem_;
-    flow_.exchange(static_cast<std::uint64_t>(j), mod(r_ + 1, n_), tag, data_ + out.begin * elem_,
-                   out.len * elem_, mod(r_ - 1, n_), tag, dst, in.len * elem_);
+    flow_.send_in(unit(j, s), static_cast<std::uint64_t>(j), mod(r_ + 1, n_), tag(j, s),
+                  data_ + out.begin * elem_, out.len * elem_);
+    unit(j, s) = nullptr;
+    if (early(s + 1)) open_step(j, s + 1);
   }
+  std::uint64_t tag(int j, int s) const { return collective_tag(seq_, s * chunks_ + j); }
 
   Group& group_;
   std::byte* data_;
   const Blocks& blocks_;
   std::size_t elem_;
   const ReduceFn* reduce_;
-  int first_, last_, n_, r_;
+  int first_, last_;
+  bool early_;  // TICTAC_RING_EARLY_RECV
+  int n_, r_;
   std::uint64_t seq_;
   // Declared before flow_ so that it outlives it: ~Flow waits for the transfers into it to end.
   ScratchPool::Lease scratch_;
   Flow flow_;
   int chunks_ = 1;
+  int slots_ = 1;               // scratch slots per chunk (2: receives go a step early)
   std::size_t chunk_slot_ = 0;  // elements per scratch slot
   std::vector<int> step_;  // by chunk: the step it is in
+  std::vector<Flow::Unit> units_;  // by chunk and step parity: opened, send not yet posted
 };
 
 }  // namespace
@@ -158,8 +211,10 @@ Status ring_reduce_scatter(Group& g, void* data, const Blocks& blocks, std::size
                            const std::string& what) {
   Result<std::uint64_t> chunk = kChunkBytesTunable.get();
   if (!chunk.ok()) return chunk.status();
+  Result<bool> early = kEarlyRecv.get();
+  if (!early.ok()) return early.status();
   Ring ring(g, static_cast<std::byte*>(data), blocks, elem_size, &reduce, priority, what, 0,
-            g.size() - 1, std::max<std::size_t>(*chunk, 1));
+            g.size() - 1, std::max<std::size_t>(*chunk, 1), *early);
   return ring.run();
 }
 
@@ -167,8 +222,10 @@ Status ring_allgather(Group& g, void* data, const Blocks& blocks, std::size_t el
                       transport::Priority priority, const std::string& what) {
   Result<std::uint64_t> chunk = kChunkBytesTunable.get();
   if (!chunk.ok()) return chunk.status();
+  Result<bool> early = kEarlyRecv.get();
+  if (!early.ok()) return early.status();
   Ring ring(g, static_cast<std::byte*>(data), blocks, elem_size, nullptr, priority, what,
-            g.size() - 1, 2 * (g.size() - 1), std::max<std::size_t>(*chunk, 1));
+            g.size() - 1, 2 * (g.size() - 1), std::max<std::size_t>(*chunk, 1), *early);
   return ring.run();
 }
 
@@ -178,8 +235,10 @@ Status ring_allreduce(Group& g, void* data, std::size_t count, std::size_t elem_
   const Blocks blocks = Blocks::even(count, g.size());
   Result<std::uint64_t> chunk = kChunkBytesTunable.get();
   if (!chunk.ok()) return chunk.status();
+  Result<bool> early = kEarlyRecv.get();
+  if (!early.ok()) return early.status();
   Ring ring(g, static_cast<std::byte*>(data), blocks, elem_size, &reduce, priority, what, 0,
-            2 * (g.size() - 1), std::max<std::size_t>(*chunk, 1));
+            2 * (g.size() - 1), std::max<std::size_t>(*chunk, 1), *early);
   return ring.run();
 }
 

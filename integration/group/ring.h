@@ -23,6 +23,9 @@ namespace tictac::group {
 
 inline constexpr std::size_t kRingChunkBytes = std::size_t{1} << 20;  // TICTAC_RING_CHUNK_BYTES
 inline constexpr int kRingMaxChunks = 32;                             // per block
+// Reduce-scatter posts each step's receive a step early (into a second scratch slot) when the
+// two slots take at most this much; above it, only allgather receives go early.
+inline constexpr std::size_t kRingEarlyScratchBytes = std::size_t{64} << 20;
 
 // Block r of a buffer: elements [begin[r], begin[r] + len[r]).
 struct Blocks {

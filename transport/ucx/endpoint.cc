@@ -203,8 +203,8 @@ void UcxEndpoint::deliver() {
   if (!failure_.ok()) {
     // Reported only after a progress round that brought no frame: UCX polls a shared-memory FIFO
     // a few elements per progress call, so frames the peer sent before it left can still be
-    // queued behind the error that its disconnect raised over tcp (the conformance suite's
-    // peer-left tests lost a frame that way, about once in 20 runs with the loop spinning).
+    // queued behind the error that its disconnect raised over tcp (docs/ucx.md, "Failure
+    // handling").
     if (!receiving_ && frames_arrived_ != frames_at_drain_ &&
         failure_drain_rounds_ < kMaxFailureDrainRounds) {
       frames_at_drain_ = frames_arrived_;

@@ -94,6 +94,10 @@ class OrderedDDP(nn.Module):
         self.order: List[str] = []
         self.stats = {"launched": 0, "applied_in_forward": 0, "applied_eagerly": 0}
         self.wait_ms: Dict[int, float] = {}  # bucket index -> ms spent waiting for its all-reduce
+        # Diagnostics, off unless set to a list: (bucket index, event, time.perf_counter()) with
+        # event "launch" (all-reduce started), "reduced" (the updater saw it complete: at most the
+        # completion time, later if an earlier bucket's update was still running), "applied".
+        self.trace: Optional[List[tuple]] = None
         with torch.no_grad():
             for t in list(module.parameters()) + list(module.buffers()):
                 dist.broadcast(t, src=self._src, group=group)
@@ -197,6 +201,8 @@ class OrderedDDP(nn.Module):
         flat = fill(b)
         with _priority(b.index, self._group):
             b.work = dist.all_reduce(flat, group=self._group, async_op=True)
+        if self.trace is not None:
+            self.trace.append((b.index, "launch", time.perf_counter()))
         b.launched, b.pending, b.divided = True, False, False
         self.stats["launched"] += 1
 
@@ -217,8 +223,13 @@ class OrderedDDP(nn.Module):
     def _update(self, b: Bucket) -> None:
         """On the updater thread: waits for the all-reduce (GIL released), then applies."""
         grads = reduced_grads(b, self._world)
+        trace = self.trace
+        if trace is not None:
+            trace.append((b.index, "reduced", time.perf_counter()))
         with self._updater.lock:
             self._optims[b.index].step(grads)
+        if trace is not None:
+            trace.append((b.index, "applied", time.perf_counter()))
 
     def _locked_zero_grad(self, set_to_none: bool = True) -> None:
         with self._updater.lock:
