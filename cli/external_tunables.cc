@@ -19,6 +19,10 @@ namespace {
       {"TICTAC_RING_CHUNK_BYTES", std::to_string(group::kRingChunkBytes),
        "ring collectives (allreduce, reduce-scatter, allgather of the torch backend): bytes per "
        "pipelined chunk of each rank's block (at most 32 chunks a block)"},
+      {"TICTAC_RING_EARLY_RECV", "1",
+       "ring collectives: post each step's receive a step early, so the left neighbour's send "
+       "finds it advertised and goes without a READY round trip (0 = post it with the step's "
+       "send)"},
       {"TICTAC_COLL_CONCURRENCY", std::to_string(group::CollectiveScheduler::kDefaultConcurrency),
        "torch backend (collective_scheduler.cc): collectives with a priority that may run at once "
        "per process group (a high-priority all-reduce overtakes a big low-priority one "
