@@ -19,9 +19,12 @@ const IntTunable kConcurrencyTunable{
 }  // namespace
 
 CollectiveScheduler::CollectiveScheduler(std::string name, int concurrency)
-    : name_(std::move(name)), concurrency_(std::max(1, concurrency)) {
-  // Above 1: `concurrency` slots, as many for more urgent tasks, and the oldest task's spare one.
-  const int threads = concurrency_ == 1 ? 1 : 2 * concurrency_ + 1;
+    : name_(std::move(name)),
+      concurrency_(std::max(1, concurrency)),
+      urgent_limit_(std::max(2 * concurrency_, kUrgentLimit)) {
+  // Above 1: up to urgent_limit_ running (the slots, then more urgent tasks), and the oldest
+  // task's spare one. Idle threads sleep on the condition variable.
+  const int threads = concurrency_ == 1 ? 1 : urgent_limit_ + 1;
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this, i] { run(i); });
 }
 
@@ -79,9 +82,10 @@ std::deque<CollectiveScheduler::Pending>::iterator CollectiveScheduler::next_to_
     if (it->priority < best->priority) best = it;
   }
   if (running_ < concurrency_) return best;
-  // Slots taken: a task more urgent than everything running still starts (up to `concurrency`
-  // more), so a high-priority bucket launched last need not wait for a slot.
-  if (running_ < 2 * concurrency_ && best->priority < *running_priorities_.begin()) return best;
+  // Slots taken: a task more urgent than everything running still starts (up to urgent_limit_
+  // running), so a high-priority bucket launched last need not wait for a slot held by
+  // lower-priority collectives that the transport is starving for its sake (docs/ddp.md).
+  if (running_ < urgent_limit_ && best->priority < *running_priorities_.begin()) return best;
   // The oldest pending task starts if it is older than every running one: the spare slot that
   // keeps the oldest collective always able to start.
   if (front->ticket < *running_tickets_.begin()) return front;

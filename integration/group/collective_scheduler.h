@@ -20,10 +20,13 @@
 //      * while fewer than `concurrency` tasks run, the one with the smallest priority starts
 //        (ties: the oldest): a high-priority bucket launched last (ordered_ddp's first layers,
 //        which backward produces last) does not queue behind every older one;
-//      * while fewer than 2 x `concurrency` run, a task whose priority is smaller than every
-//        running task's starts too: it need not wait for a slot either;
+//      * while fewer than the urgent limit run (max(2 x `concurrency`, kUrgentLimit = 32)), a
+//        task whose priority is smaller than every running task's starts too: it need not wait
+//        for a slot held by lower-priority collectives, which the transport starves for its
+//        sake anyway (with a limit of 2 x 4, ordered_ddp's first-layer buckets waited 100-300
+//        ms for slots at the end of backward; docs/ddp.md);
 //      * in addition, the oldest pending task starts whenever every running task is younger
-//        than it (one spare thread for that), so at most 2 x `concurrency` + 1 run.
+//        than it (one spare thread for that), so at most the urgent limit + 1 run.
 //    With equal priorities this is FIFO start with at most `concurrency` running, as before;
 //    concurrency = 1 is exactly one collective thread in posting order (priorities ignored).
 //  - Deadlock freedom (several rings share the connections, and ranks may start different
@@ -59,7 +62,7 @@ class CollectiveScheduler {
  public:
   using Task = std::function<void(std::uint64_t ticket)>;
 
-  // `concurrency` >= 1 (values below 1 are taken as 1); above 1, 2 x concurrency + 1 threads
+  // `concurrency` >= 1 (values below 1 are taken as 1); above 1, urgent_limit() + 1 threads
   // (the urgent tasks' and the oldest task's slots; idle ones sleep on a condition variable).
   CollectiveScheduler(std::string name, int concurrency);
   ~CollectiveScheduler();
@@ -74,6 +77,9 @@ class CollectiveScheduler {
   void shutdown();
 
   int concurrency() const { return concurrency_; }
+  // Running tasks below which a more urgent task than all of them starts at once.
+  int urgent_limit() const { return urgent_limit_; }
+  static constexpr int kUrgentLimit = 32;
   // Counters: the most tasks seen running at once; tasks finished.
   int max_running() const;
   std::uint64_t finished() const;
@@ -103,6 +109,7 @@ class CollectiveScheduler {
   std::multiset<std::uint64_t> running_tickets_;    // guarded by mu_
   std::multiset<std::int64_t> running_priorities_;  // guarded by mu_
   const int concurrency_;
+  const int urgent_limit_;
   bool fence_running_ = false;  // guarded by mu_
   bool stopping_ = false;       // guarded by mu_
   int max_running_ = 0;         // guarded by mu_

@@ -184,23 +184,29 @@ TEST(CollectiveScheduler, AFreedSlotGoesToTheSmallestPriority) {
   EXPECT_EQ(s.max_running(), 2);
 }
 
-TEST(CollectiveScheduler, AMoreUrgentTaskNeedsNoSlotUpToTwiceTheConcurrency) {
+TEST(CollectiveScheduler, AMoreUrgentTaskNeedsNoSlotUpToTheUrgentLimit) {
   CollectiveScheduler s("test-coll", 2);
-  Gates g(6);
-  fill_both_slots(s, g, 9);
-  ASSERT_TRUE(s.post(true, 1, g.task()));  // 2: more urgent than all running: starts now
+  const int limit = s.urgent_limit();
+  ASSERT_EQ(limit, CollectiveScheduler::kUrgentLimit);
+  Gates g(limit + 2);
+  fill_both_slots(s, g, 1000);
+  ASSERT_TRUE(s.post(true, 999, g.task()));  // 2: more urgent than all running: starts now
   ASSERT_TRUE(eventually([&] { return g.order().size() == 3; }));
-  ASSERT_TRUE(s.post(true, 1, g.task()));  // 3: not more urgent than 2
-  ASSERT_TRUE(s.post(true, 0, g.task()));  // 4: more urgent than 2: starts
-  ASSERT_TRUE(eventually([&] { return g.order().size() == 4; }));
-  ASSERT_TRUE(s.post(true, -1, g.task()));  // 5: most urgent, but 2 x concurrency run
+  ASSERT_TRUE(s.post(true, 999, g.task()));  // 3: not more urgent than 2: waits
+  // Each next one more urgent than every running task: they start until `limit` run.
+  for (int k = 0; k < limit - 3; ++k) {
+    ASSERT_TRUE(s.post(true, 900 - k, g.task()));
+    ASSERT_TRUE(eventually([&] { return g.running.load() == 4 + k; })) << k;
+  }
+  ASSERT_TRUE(s.post(true, -1, g.task()));  // the most urgent of all, but the limit is reached
   std::this_thread::sleep_for(20ms);
-  EXPECT_EQ(g.order(), (std::vector<std::uint64_t>{0, 1, 2, 4}));
-  EXPECT_EQ(g.running.load(), 4);
+  EXPECT_EQ(g.running.load(), limit);
+  const std::vector<std::uint64_t> order = g.order();
+  EXPECT_EQ(std::count(order.begin(), order.end(), 3u), 0) << "3 is not more urgent than 2";
   for (auto& gate : g.gates) gate.release();
   s.shutdown();
-  EXPECT_EQ(s.finished(), 6u);
-  EXPECT_EQ(s.max_running(), 4);
+  EXPECT_EQ(s.finished(), static_cast<std::uint64_t>(limit) + 2);
+  EXPECT_EQ(s.max_running(), limit);
 }
 
 TEST(CollectiveScheduler, TheOldestTaskHasASpareSlot) {

@@ -95,8 +95,9 @@ class OrderedDDP(nn.Module):
         self.stats = {"launched": 0, "applied_in_forward": 0, "applied_eagerly": 0}
         self.wait_ms: Dict[int, float] = {}  # bucket index -> ms spent waiting for its all-reduce
         # Diagnostics, off unless set to a list: (bucket index, event, time.perf_counter()) with
-        # event "launch" (all-reduce started), "reduced" (the updater saw it complete: at most the
-        # completion time, later if an earlier bucket's update was still running), "applied".
+        # event "launch" (all-reduce started), "done" (it completed: the Work's future), "reduced"
+        # (the updater took the result: later if an earlier bucket's update was still running),
+        # "applied".
         self.trace: Optional[List[tuple]] = None
         with torch.no_grad():
             for t in list(module.parameters()) + list(module.buffers()):
@@ -201,8 +202,12 @@ class OrderedDDP(nn.Module):
         flat = fill(b)
         with _priority(b.index, self._group):
             b.work = dist.all_reduce(flat, group=self._group, async_op=True)
-        if self.trace is not None:
-            self.trace.append((b.index, "launch", time.perf_counter()))
+        trace = self.trace
+        if trace is not None:
+            trace.append((b.index, "launch", time.perf_counter()))
+            index = b.index
+            b.work.get_future().add_done_callback(
+                lambda _f: trace.append((index, "done", time.perf_counter())))
         b.launched, b.pending, b.divided = True, False, False
         self.stats["launched"] += 1
 
