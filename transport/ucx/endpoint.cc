@@ -201,10 +201,10 @@ void UcxEndpoint::deliver() {
     if (!more) break;
   }
   if (!failure_.ok()) {
-    // Reported only after a progress round that brought no frame: UCX polls a shared-memory FIFO
-    // a few elements per progress call, so frames the peer sent before it left can still be
-    // queued behind the error that its disconnect raised over tcp (docs/ucx.md, "Failure
-    // handling").
+    // Reported (and the endpoint closed) only after a progress round that brought no frame:
+    // active messages UCX hands over after its error callback are still delivered, where a
+    // closed endpoint's would be dropped. Frames still in a shared-memory FIFO when UCX tears
+    // the failed endpoint down are not covered (docs/ucx.md, "Failure handling").
     if (!receiving_ && frames_arrived_ != frames_at_drain_ &&
         failure_drain_rounds_ < kMaxFailureDrainRounds) {
       frames_at_drain_ = frames_arrived_;
