@@ -87,6 +87,7 @@ TEST_P(Conformance, AMessageLeftByAPeerThatIsTooLargeForTheReceiveFailsThatRecei
   b_->recv(ba_, 8, mark_in.region, 0, 16, rec.make("mark"));
   ASSERT_TRUE(rec.wait_label("mark"));
   ASSERT_TRUE(rec.find("mark").status.ok()) << rec.find("mark").status.to_string();
+  ASSERT_TRUE(rec.wait_label("mark-sent"));  // a closes with nothing in flight
   Buffer probe(16);
   b_->recv(ba_, 999, probe.region, 0, 16, rec.make("probe"));
   ASSERT_TRUE(b_->peer_name(ba_).ok());
