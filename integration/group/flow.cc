@@ -38,11 +38,10 @@ void Flow::recv(std::uint64_t key, int src, std::uint64_t tag, void* data, std::
 void Flow::exchange(std::uint64_t key, int dst, std::uint64_t send_tag, const void* send_data,
                     std::size_t send_bytes, int src, std::uint64_t recv_tag, void* recv_data,
                     std::size_t recv_bytes) {
-  auto left = std::make_shared<int>(2);  // both counted before either can finish
-  ++outstanding_;
+  const Unit unit = open_unit(2);  // both counted before either can finish
   group_.begin_batch();
-  post(true, key, dst, send_tag, const_cast<void*>(send_data), send_bytes, left);
-  post(false, key, src, recv_tag, recv_data, recv_bytes, left);
+  send_in(unit, key, dst, send_tag, send_data, send_bytes);
+  recv_in(unit, key, src, recv_tag, recv_data, recv_bytes);
   group_.end_batch();
 }
 

@@ -149,8 +149,7 @@ class Ring {
   // Posts chunk j's send of its current step s (whose receive is posted), and the receive of
   // step s + 1 if it may go early: it is then posted a whole step before the left neighbour
   // sends into it, so that send claims the advertised buffer and its data leaves at once,
-  // instead of waiting a READY round trip behind whatever else fills the links (which, with
-  // six steps per ring at 4 ranks, was most of a small priority bucket's all-reduce time).
+  // instead of waiting a READY round trip behind whatever else fills the links.
   void post(int j) {
     const int s = step_[static_cast<std::size_t>(j)];
     if (!unit(j, s)) open_step(j, s);
