@@ -23,6 +23,9 @@ namespace {
        "ring collectives: post each step's receive a step early, so the left neighbour's send "
        "finds it advertised and goes without a READY round trip (0 = post it with the step's "
        "send)"},
+      {"TICTAC_RING_EARLY_SCRATCH_BYTES", std::to_string(group::kRingEarlyScratchBytes),
+       "ring reduce-scatter: most scratch bytes per collective for receiving a step early (two "
+       "slots a block in place, three out of place); a bigger block waits a READY per step"},
       {"TICTAC_COLL_CONCURRENCY", std::to_string(group::CollectiveScheduler::kDefaultConcurrency),
        "torch backend (collective_scheduler.cc): collectives with a priority that may run at once "
        "per process group (a high-priority all-reduce overtakes a big low-priority one "
@@ -30,6 +33,11 @@ namespace {
       {"TICTAC_LISTEN_ADDR", "\"\"",
        "process groups (listen_address.cc): address this rank listens on (host, host:port or "
        "tcp://host:port); empty = the interface that routes to MASTER_ADDR, else 127.0.0.1"},
+      // python/tictac/torch/ddp (ordered.py, sharded.py; docs/ddp.md)
+      {"TICTAC_DDP_SHARD_BYTES", std::to_string(16 << 20),
+       "ordered_ddp on a tictac group: a parameter of at least this many bytes is updated in "
+       "slices (reduce-scatter, each rank updates 1/world, all-gather of the values); 0 = "
+       "all-reduce every parameter"},
       // python/tictac/torch/ps (config.py, planning.py, train.py; docs/ps-training.md)
       {"TICTAC_PS_UPDATE", "eager",
        "parameter server: eager (update each parameter once all its gradients "

@@ -21,6 +21,26 @@ const BoolTunable kEarlyRecv{
     "ring collectives: post each step's receive a step early, so the left neighbour's send finds "
     "it advertised and goes without a READY round trip (0 = post it with the step's send)"};
 
+const SizeTunable kEarlyScratchTunable{
+    "TICTAC_RING_EARLY_SCRATCH_BYTES", kRingEarlyScratchBytes,
+    "ring reduce-scatter: most scratch bytes per collective for receiving a step early (two "
+    "slots a block in place, three out of place); a bigger block waits a READY per step"};
+
+struct RingTunables {
+  std::size_t chunk_bytes;
+  bool early;
+  std::size_t early_scratch;
+};
+Result<RingTunables> ring_tunables() {
+  Result<std::uint64_t> chunk = kChunkBytesTunable.get();
+  if (!chunk.ok()) return chunk.status();
+  Result<bool> early = kEarlyRecv.get();
+  if (!early.ok()) return early.status();
+  Result<std::uint64_t> scratch = kEarlyScratchTunable.get();
+  if (!scratch.ok()) return scratch.status();
+  return RingTunables{std::max<std::size_t>(*chunk, 1), *early, *scratch};
+}
+
 int mod(int a, int n) { return ((a % n) + n) % n; }
 
 // Sub-range j of `len` elements split k ways.
@@ -39,13 +59,20 @@ Range split(std::size_t len, int k, int j) {
 // covers steps [first, last). Shifted so that rank r ends reduce-scatter holding block r:
 //   reduce-scatter step s: send block r-s-1, receive block r-s-2 (into scratch, then reduce)
 //   allgather step t:      send block r-t,   receive block r-t-1 (in place)
+// Out of place (`in` set, reduce-scatter only): `in` is only read and `data` is the output
+// (block r's length). Each step's partial sum stays in its scratch slot: a received piece is
+// reduced with `in`'s piece into its slot and sent from there at the next step, and the last
+// step receives straight into `data`. A slot is sent one step after it was filled, so there are
+// two slots per chunk, or three when the next receive is posted a step early.
 class Ring {
  public:
   Ring(Group& g, std::byte* data, const Blocks& blocks, std::size_t elem, const ReduceFn* reduce,
        transport::Priority priority, const std::string& what, int first, int last,
-       std::size_t chunk_bytes, bool early)
+       std::size_t chunk_bytes, bool early, std::size_t early_scratch,
+       const std::byte* in = nullptr)
       : group_(g),
         data_(data),
+        in_(in),
         blocks_(blocks),
         elem_(elem),
         reduce_(reduce),
@@ -65,10 +92,13 @@ class Ring {
     if (first_ < n_ - 1) {
       chunk_slot_ = (blocks.max_len() + static_cast<std::size_t>(chunks_) - 1) /
                     static_cast<std::size_t>(chunks_);
-      // Two slots per chunk (the next step's receive is posted while this step's piece waits to
-      // be reduced) unless that would exceed kRingEarlyScratchBytes.
+      // In place: two slots per chunk (the next step's receive is posted while this step's piece
+      // waits to be reduced) unless that would exceed kRingEarlyScratchBytes. Out of place:
+      // one more (see above).
       const std::size_t one = chunk_slot_ * static_cast<std::size_t>(chunks_) * elem;
-      slots_ = early_ && 2 * one <= kRingEarlyScratchBytes ? 2 : 1;
+      const int base = in_ != nullptr ? 2 : 1;
+      slots_ =
+          early_ && static_cast<std::size_t>(base + 1) * one <= early_scratch ? base + 1 : base;
       // From the group's pool: no fresh pages to fault in per call; not zeroed, since every byte
       // read was received first (a block's worth of memset per call).
       scratch_ = g.scratch().acquire(one * static_cast<std::size_t>(slots_));
@@ -92,8 +122,10 @@ class Ring {
       const int s = step_[static_cast<std::size_t>(j)];
       if (s < n_ - 1) {  // reduce-scatter: fold the received piece in
         const Range piece = chunk(recv_block(s), j);
-        if (piece.len > 0) {
+        if (piece.len > 0 && in_ == nullptr) {
           (*reduce_)(data_ + piece.begin * elem_, slot(j, s), piece.len);
+        } else if (piece.len > 0) {
+          (*reduce_)(recv_dst(j, s), in_ + piece.begin * elem_, piece.len);
         }
       }
       if (++step_[static_cast<std::size_t>(j)] < last_) {
@@ -119,7 +151,7 @@ class Ring {
   }
   // Chunk j's scratch for the piece received at reduce-scatter step s.
   std::byte* slot(int j, int s) {
-    const std::size_t k = static_cast<std::size_t>(slots_ == 2 ? s % 2 : 0);
+    const std::size_t k = static_cast<std::size_t>(s % slots_);
     return scratch_.data() +
            (k * static_cast<std::size_t>(chunks_) + static_cast<std::size_t>(j)) * chunk_slot_ *
                elem_;
@@ -134,16 +166,33 @@ class Ring {
   bool early(int s) const {
     if (!early_ || s >= last_) return false;
     if (s >= n_ - 1) return s > n_ - 1 || n_ > 2;
-    return slots_ == 2;
+    return slots_ == (in_ != nullptr ? 3 : 2);
+  }
+
+  // Where chunk j's piece of step s lands: reduce-scatter scratch, except the out-of-place last
+  // step (block r, into the output); allgather in place.
+  std::byte* recv_dst(int j, int s) {
+    const Range in = chunk(recv_block(s), j);
+    if (s >= n_ - 1) return data_ + in.begin * elem_;
+    if (in_ != nullptr && s == n_ - 2) {
+      return data_ + (in.begin - blocks_.begin[static_cast<std::size_t>(r_)]) * elem_;
+    }
+    return slot(j, s);
+  }
+  // What chunk j sends at step s: its block of the buffer, or out of place the input's block at
+  // step 0 and then the slot the previous step's partial sum is in.
+  const std::byte* send_src(int j, int s) {
+    if (in_ != nullptr && s > 0) return slot(j, s - 1);
+    const Range out = chunk(send_block(s), j);
+    return (in_ != nullptr ? in_ : data_) + out.begin * elem_;
   }
 
   // Opens chunk j's step s (a send and a receive) and posts its receive.
   void open_step(int j, int s) {
     unit(j, s) = flow_.open_unit(2);
     const Range in = chunk(recv_block(s), j);
-    std::byte* dst = s < n_ - 1 ? slot(j, s) : data_ + in.begin * elem_;
-    flow_.recv_in(unit(j, s), static_cast<std::uint64_t>(j), mod(r_ - 1, n_), tag(j, s), dst,
-                  in.len * elem_);
+    flow_.recv_in(unit(j, s), static_cast<std::uint64_t>(j), mod(r_ - 1, n_), tag(j, s),
+                  recv_dst(j, s), in.len * elem_);
   }
 
   // Posts chunk j's send of its current step s (whose receive is posted), and the receive of
@@ -155,7 +204,7 @@ class Ring {
     if (!unit(j, s)) open_step(j, s);
     const Range out = chunk(send_block(s), j);
     flow_.send_in(unit(j, s), static_cast<std::uint64_t>(j), mod(r_ + 1, n_), tag(j, s),
-                  data_ + out.begin * elem_, out.len * elem_);
+                  send_src(j, s), out.len * elem_);
     unit(j, s) = nullptr;
     if (early(s + 1)) open_step(j, s + 1);
   }
@@ -163,6 +212,7 @@ class Ring {
 
   Group& group_;
   std::byte* data_;
+  const std::byte* in_;  // out of place: the input (data_ is then the output)
   const Blocks& blocks_;
   std::size_t elem_;
   const ReduceFn* reduce_;
@@ -208,23 +258,36 @@ std::size_t Blocks::max_len() const {
 Status ring_reduce_scatter(Group& g, void* data, const Blocks& blocks, std::size_t elem_size,
                            const ReduceFn& reduce, transport::Priority priority,
                            const std::string& what) {
-  Result<std::uint64_t> chunk = kChunkBytesTunable.get();
-  if (!chunk.ok()) return chunk.status();
-  Result<bool> early = kEarlyRecv.get();
-  if (!early.ok()) return early.status();
+  Result<RingTunables> t = ring_tunables();
+  if (!t.ok()) return t.status();
   Ring ring(g, static_cast<std::byte*>(data), blocks, elem_size, &reduce, priority, what, 0,
-            g.size() - 1, std::max<std::size_t>(*chunk, 1), *early);
+            g.size() - 1, t->chunk_bytes, t->early, t->early_scratch);
+  return ring.run();
+}
+
+Status ring_reduce_scatter_into(Group& g, const void* in, void* out, const Blocks& blocks,
+                                std::size_t elem_size, const ReduceFn& reduce,
+                                transport::Priority priority, const std::string& what) {
+  Result<RingTunables> t = ring_tunables();
+  if (!t.ok()) return t.status();
+  auto* dst = static_cast<std::byte*>(out);
+  if (g.size() == 1) {
+    const std::size_t bytes = blocks.len[0] * elem_size;
+    if (bytes > 0)
+      std::memmove(dst, static_cast<const std::byte*>(in) + blocks.begin[0] * elem_size, bytes);
+    return Status::Ok();
+  }
+  Ring ring(g, dst, blocks, elem_size, &reduce, priority, what, 0, g.size() - 1, t->chunk_bytes,
+            t->early, t->early_scratch, static_cast<const std::byte*>(in));
   return ring.run();
 }
 
 Status ring_allgather(Group& g, void* data, const Blocks& blocks, std::size_t elem_size,
                       transport::Priority priority, const std::string& what) {
-  Result<std::uint64_t> chunk = kChunkBytesTunable.get();
-  if (!chunk.ok()) return chunk.status();
-  Result<bool> early = kEarlyRecv.get();
-  if (!early.ok()) return early.status();
+  Result<RingTunables> t = ring_tunables();
+  if (!t.ok()) return t.status();
   Ring ring(g, static_cast<std::byte*>(data), blocks, elem_size, nullptr, priority, what,
-            g.size() - 1, 2 * (g.size() - 1), std::max<std::size_t>(*chunk, 1), *early);
+            g.size() - 1, 2 * (g.size() - 1), t->chunk_bytes, t->early, t->early_scratch);
   return ring.run();
 }
 
@@ -232,12 +295,10 @@ Status ring_allreduce(Group& g, void* data, std::size_t count, std::size_t elem_
                       const ReduceFn& reduce, transport::Priority priority,
                       const std::string& what) {
   const Blocks blocks = Blocks::even(count, g.size());
-  Result<std::uint64_t> chunk = kChunkBytesTunable.get();
-  if (!chunk.ok()) return chunk.status();
-  Result<bool> early = kEarlyRecv.get();
-  if (!early.ok()) return early.status();
+  Result<RingTunables> t = ring_tunables();
+  if (!t.ok()) return t.status();
   Ring ring(g, static_cast<std::byte*>(data), blocks, elem_size, &reduce, priority, what, 0,
-            2 * (g.size() - 1), std::max<std::size_t>(*chunk, 1), *early);
+            2 * (g.size() - 1), t->chunk_bytes, t->early, t->early_scratch);
   return ring.run();
 }
 

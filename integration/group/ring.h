@@ -24,7 +24,8 @@ namespace tictac::group {
 inline constexpr std::size_t kRingChunkBytes = std::size_t{1} << 20;  // TICTAC_RING_CHUNK_BYTES
 inline constexpr int kRingMaxChunks = 32;                             // per block
 // Reduce-scatter posts each step's receive a step early (into a second scratch slot) when the
-// two slots take at most this much; above it, only allgather receives go early.
+// two slots take at most this much (TICTAC_RING_EARLY_SCRATCH_BYTES); above it, only allgather
+// receives go early.
 inline constexpr std::size_t kRingEarlyScratchBytes = std::size_t{64} << 20;
 
 // Block r of a buffer: elements [begin[r], begin[r] + len[r]).
@@ -43,6 +44,14 @@ struct Blocks {
 Status ring_reduce_scatter(Group& g, void* data, const Blocks& blocks, std::size_t elem_size,
                            const ReduceFn& reduce, transport::Priority priority,
                            const std::string& what);
+// Out of place: `in` (blocks laid out as in ring_reduce_scatter) is only read; on return `out`
+// (blocks.len[rank()] elements, not overlapping `in`) holds the reduction over ranks of their
+// block rank(). `reduce` must be commutative (it folds `in` into the received partial sum). Two
+// or three blocks of scratch (three when receives go a step early, within
+// kRingEarlyScratchBytes), from the group's pool: no copy of the input.
+Status ring_reduce_scatter_into(Group& g, const void* in, void* out, const Blocks& blocks,
+                                std::size_t elem_size, const ReduceFn& reduce,
+                                transport::Priority priority, const std::string& what);
 // Block rank() of `data` is this rank's input; on return every block holds its rank's input.
 Status ring_allgather(Group& g, void* data, const Blocks& blocks, std::size_t elem_size,
                       transport::Priority priority, const std::string& what);

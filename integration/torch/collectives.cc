@@ -199,9 +199,21 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::reduce_scatter_tensor_coalesced(
       c10d::OpType::REDUCE_SCATTER, outs, "reduce_scatter",
       [g, outs, ins, reds, n, me](transport::Priority p) mutable {
         for (std::size_t i = 0; i < outs.size(); ++i) {
+          const auto m = static_cast<std::size_t>(outs[i].numel());
+          // Contiguous host tensors in separate storages: the ring reads the input where it is
+          // (no copy of world x the output) and writes the sums into the output.
+          if (!reds[i].pre && ins[i].device().is_cpu() && outs[i].device().is_cpu() &&
+              ins[i].is_contiguous() && outs[i].is_contiguous() &&
+              !ins[i].storage().is_alias_of(outs[i].storage())) {
+            Status s = group::ring_reduce_scatter_into(
+                *g, ins[i].data_ptr(), outs[i].data_ptr(), group::Blocks::equal(m, n),
+                ins[i].element_size(), reds[i].fn, p, "reduce_scatter");
+            if (!s.ok()) return s;
+            if (reds[i].post) reds[i].post(outs[i]);
+            continue;
+          }
           at::Tensor flat = flatten_copy({ins[i]});
           if (reds[i].pre) reds[i].pre(flat);
-          const auto m = static_cast<std::size_t>(outs[i].numel());
           Status s =
               group::ring_reduce_scatter(*g, flat.data_ptr(), group::Blocks::equal(m, n),
                                          flat.element_size(), reds[i].fn, p, "reduce_scatter");

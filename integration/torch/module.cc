@@ -3,12 +3,13 @@
 // tictac-graph/1 graph. Registration with torch.distributed happens in tictac/torch/__init__.py.
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/utils/pybind.h>
 
 #include <string>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <unordered_map>
 
+#include "integration/group/gate.h"
 #include "integration/group/priority_table.h"
 #include "integration/torch/backend.h"
 #include "priority/graph_json.h"
@@ -110,6 +111,15 @@ PYBIND11_MODULE(_C, m) {
   m.def("push_thread_priority", &tictac::group::PriorityTable::push_thread_priority);
   m.def("pop_thread_priority", &tictac::group::PriorityTable::pop_thread_priority);
   m.def("thread_priority", &tictac::group::PriorityTable::thread_priority);
+  py::class_<tictac::group::Gate, std::shared_ptr<tictac::group::Gate>>(
+      m, "Gate", "Holds collectives posted under `after(gate)` back until open() (gate.h).")
+      .def(py::init<>())
+      .def("open", &tictac::group::Gate::open, py::call_guard<py::gil_scoped_release>())
+      .def("fail", &tictac::group::Gate::fail, py::arg("why"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("decided", &tictac::group::Gate::decided);
+  m.def("push_thread_gate", &tictac::group::GateScope::push);
+  m.def("pop_thread_gate", &tictac::group::GateScope::pop);
   m.def("schedule", &schedule, py::arg("graph_json"), py::arg("policy"),
         py::arg("bandwidth_bps") = 10e9, py::arg("seed") = 0,
         "Priorities (recv op name -> priority, smaller first) of a tictac-graph/1 graph.");

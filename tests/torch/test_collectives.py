@@ -191,6 +191,26 @@ def _all_ops(rank, world):
     dist.all_reduce(x)
     dist.all_reduce(ref, group=gloo)
     check("allreduce 12 MiB float32", x, ref)
+    # large reduce-scatter (out of place, several chunks a block: the input stays as it was) and
+    # all-gather (a block above a ring chunk goes round the ring), also in place (the input is
+    # the output's own block, as ordered_ddp's sliced updates use it)
+    x = _data(torch, torch.float32, (world * (1 << 19) + world * 3,), rank, 4343)
+    keep = x.clone()
+    m = x.numel() // world
+    out = torch.empty(m)
+    dist.reduce_scatter_tensor(out, x)
+    ref = x.clone()
+    dist.all_reduce(ref, group=gloo)
+    check("reduce_scatter_tensor 2 MiB blocks", out, ref[rank * m:(rank + 1) * m])
+    if not torch.equal(x, keep):
+        bad.append("large reduce_scatter_tensor modified its input")
+    gathered = torch.empty(world * m)
+    dist.all_gather_into_tensor(gathered, out)
+    check("all_gather_into_tensor 2 MiB blocks", gathered, ref)
+    inplace = torch.zeros(world * m)
+    inplace[rank * m:(rank + 1) * m] = out
+    dist.all_gather_into_tensor(inplace, inplace[rank * m:(rank + 1) * m])
+    check("all_gather_into_tensor in place", inplace, ref)
     dist.barrier()
     return bad
 

@@ -56,7 +56,7 @@ def _opt(name, params):
     return torch.optim.AdamW(params, lr=1e-2)
 
 
-def _train(rank, world, opt_name, accumulate, policy):
+def _train(rank, world, opt_name, accumulate, policy, shard_bytes=0):
     import contextlib
 
     import torch
@@ -65,14 +65,15 @@ def _train(rank, world, opt_name, accumulate, policy):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     gloo = dist.new_group(backend="gloo")
-    finals, stats = {}, {}
+    finals, grads, stats = {}, {}, {}
     for kind in ("ddp", "ordered", "local"):
         model = _net()
         opt = _opt(opt_name, model.parameters())
         if kind == "ddp":
             wrapped = DDP(model, process_group=gloo, find_unused_parameters=True)
         else:
-            wrapped = tictac.torch.ordered_ddp(model, opt, policy=policy, bucket_bytes=8 << 10)
+            wrapped = tictac.torch.ordered_ddp(model, opt, policy=policy, bucket_bytes=8 << 10,
+                                               shard_bytes=shard_bytes)
         for step in range(STEPS):
             opt.zero_grad()
             model.use_extra = rank == 0 and step % 2 == 0
@@ -89,11 +90,24 @@ def _train(rank, world, opt_name, accumulate, policy):
             wrapped.synchronize()
             stats[kind] = dict(wrapped.stats)
         finals[kind] = {n: p.detach().clone() for n, p in model.named_parameters()}
+        grads[kind] = {n: None if p.grad is None else p.grad.clone() for n, p in model.named_parameters()}
 
     def diff(a, b):
         return max(float((finals[a][n] - finals[b][n]).abs().max()) for n in finals[a])
 
+    def grad_diff():
+        # The last averaged gradients (synchronize() leaves them, as DDP does), name by name.
+        out = {}
+        for n, g in grads["ddp"].items():
+            mine = grads["ordered"][n]
+            if (g is None) != (mine is None):
+                out[n] = f"ddp {'None' if g is None else 'set'}, ordered {'None' if mine is None else 'set'}"
+            elif g is not None:
+                out[n] = float((g - mine).abs().max())
+        return out
+
     return {"ordered_vs_ddp": diff("ordered", "ddp"), "local_vs_ddp": diff("local", "ddp"),
+            "grad_diff": grad_diff(),
             "unused_changed": float((finals["ordered"]["unused.weight"] - _net().unused.weight).abs().max()),
             "stats": stats["ordered"]}
 
@@ -103,9 +117,12 @@ def _train_cases(rank, world, cases):
 
 
 # One spawned group per world size runs its cases (each spawn costs a torch import per rank).
+# A fourth element is shard_bytes: parameters of at least that many bytes are updated in slices
+# (sharded.py): fc1, fc2 and extra's weights; at 3 ranks none divides evenly (padded slices),
+# and extra's weight is used on some ranks and steps only.
 CASES = {
-    2: [("sgd", 1, "tic"), ("adam", 2, "tic"), ("sgd", 2, "fifo")],
-    3: [("adamw", 2, "layer")],
+    2: [("sgd", 1, "tic"), ("adam", 2, "tic"), ("sgd", 2, "fifo"), ("adam", 2, "tic", 1024)],
+    3: [("adamw", 2, "layer"), ("sgd", 2, "layer", 1024)],
 }
 
 
@@ -122,6 +139,11 @@ def test_same_weights_as_ddp(world):
             assert r["unused_changed"] == 0.0, f"{where}: the unused parameter moved by {r['unused_changed']:.3g}"
             # Updates were applied in the next forward (overlap), not all at step().
             assert r["stats"]["applied_in_forward"] > 0, f"{where}: {r['stats']}"
+            bad = {n: d for n, d in r["grad_diff"].items() if isinstance(d, str) or d > TOL}
+            assert not bad, f"{where}: synchronize() left gradients unlike DDP's: {bad}"
+            # The sharded cases shard fc1, fc2 and extra's weights; the others shard nothing.
+            want = 3 if len(case) > 3 else 0
+            assert r["stats"]["sharded_params"] == want, f"{where}: {r['stats']}"
 
 
 def _update_without_forward(rank, world):

@@ -128,6 +128,27 @@ def priority(value: int) -> Iterator[None]:
         ext.pop_thread_priority()
 
 
+def gate():
+    """A new closed gate (see ``after``): ``open()`` lets the collectives held by it move data;
+    ``fail(why)`` makes them fail with `why` instead."""
+    return _ext().Gate()
+
+
+@contextlib.contextmanager
+def after(gate) -> Iterator[None]:
+    """Collectives this thread posts on a tictac group inside the block keep their place in the
+    group's collective order (the ticket of this call) but move data only once `gate` opens, or
+    fail if it fails or stays closed for the group timeout. For input computed later on another
+    thread (ordered_ddp's sharded updates): the gate must depend only on local work and on
+    collectives posted before it."""
+    ext = _ext()
+    ext.push_thread_gate(gate)
+    try:
+        yield
+    finally:
+        ext.pop_thread_gate()
+
+
 def ordered_ddp(model, optimizer, policy: str = "tic", **kwargs):
     """Ordered data-parallel training (TicTac's order for DDP users): see tictac.torch.ddp."""
     from tictac.torch.ddp import ordered_ddp as _ordered_ddp
@@ -149,6 +170,8 @@ __all__ = [
     "available",
     "is_tictac",
     "peer_backends",
+    "after",
+    "gate",
     "priority",
     "priority_of",
     "schedule",

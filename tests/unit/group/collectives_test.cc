@@ -114,6 +114,38 @@ TEST_P(Coll, AllreduceReduceAndReduceScatterSum) {
   }
 }
 
+// Out-of-place reduce-scatter: the sums land in a separate output and the input is left as it
+// was, with receives a step early (three slots a chunk) and without (two), for every size.
+TEST_P(Coll, ReduceScatterIntoLeavesTheInputAlone) {
+  for (const char* early : {"1", "0"}) {
+    ASSERT_EQ(setenv("TICTAC_RING_EARLY_RECV", early, 1), 0);
+    for (std::size_t count : kCounts) {
+      const std::size_t m = count / static_cast<std::size_t>(n());
+      std::vector<std::vector<std::int64_t>> in(n()), out(n(), std::vector<std::int64_t>(m, -1));
+      for (int r = 0; r < n(); ++r) {
+        in[r].resize(count);
+        for (std::size_t i = 0; i < count; ++i) in[r][i] = value(r, i);
+      }
+      on_all(n(), [&](int r) {
+        return ring_reduce_scatter_into(*groups_[r], in[r].data(), out[r].data(),
+                                        Blocks::equal(m, n()), 8, sum_i64, 0, "rs_into");
+      });
+      for (int r = 0; r < n(); ++r) {
+        for (std::size_t i = 0; i < m; ++i) {
+          const std::size_t at = static_cast<std::size_t>(r) * m + i;
+          std::int64_t want = 0;
+          for (int q = 0; q < n(); ++q) want += value(q, at);
+          ASSERT_EQ(out[r][i], want) << "early " << early << " count " << count << " rank " << r;
+        }
+        for (std::size_t i = 0; i < count; ++i) {
+          ASSERT_EQ(in[r][i], value(r, i)) << "input written: rank " << r << " i " << i;
+        }
+      }
+    }
+  }
+  ASSERT_EQ(unsetenv("TICTAC_RING_EARLY_RECV"), 0);
+}
+
 // The ring's scratch (a block of receive slots) comes from the group's ScratchPool: repeated
 // allreduces of one size allocate it once per rank, not once per call (fresh pages to fault in).
 TEST_P(Coll, RepeatedAllreduceReusesItsScratch) {

@@ -27,6 +27,7 @@ class Bucket:
     launched: bool = False         # launched in the current backward pass
     pending: bool = False          # step() was called: its update waits to be applied
     divided: bool = False          # the buffer holds averages (sum / world), not sums
+    shard: object = None           # a ShardedParam (sharded.py): updated in slices, no flat
 
     def offsets(self) -> List[int]:
         out, at = [], 0
@@ -37,10 +38,11 @@ class Bucket:
 
 
 def make_buckets(order: List[str], params_by_name: Dict[str, torch.nn.Parameter],
-                 bucket_bytes: int) -> List[Bucket]:
+                 bucket_bytes: int, solo_bytes: int = 0) -> List[Bucket]:
     """Cuts `order` (parameter names, most urgent first) into buckets of at most `bucket_bytes`
-    (a parameter larger than that is a bucket of its own); a dtype or device change starts a new
-    bucket. Parameters that do not require grad are left out."""
+    (a parameter larger than that, or of at least `solo_bytes` when that is > 0, is a bucket of
+    its own); a dtype or device change starts a new bucket. Parameters that do not require grad
+    are left out."""
     buckets: List[Bucket] = []
     cur: List[str] = []
     cur_bytes = 0
@@ -58,6 +60,11 @@ def make_buckets(order: List[str], params_by_name: Dict[str, torch.nn.Parameter]
         if not p.requires_grad:
             continue
         size = p.numel() * p.element_size()
+        if 0 < solo_bytes <= size:
+            close()
+            cur, cur_bytes = [name], size
+            close()
+            continue
         if cur:
             head = params_by_name[cur[0]]
             if head.dtype != p.dtype or head.device != p.device or cur_bytes + size > bucket_bytes:

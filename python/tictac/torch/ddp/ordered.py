@@ -22,10 +22,18 @@ What it does (ByteScheduler / P3's idea, with the order from TicTac's policies):
   bucket's update. So the updates and the next forward overlap the tail of this iteration's
   communication. ``optimizer.zero_grad()`` (and the wrapper's ``zero_grad()``) are serialised
   with the updater, which lends each parameter its averaged gradient for the update's duration.
+- A parameter of at least ``shard_bytes`` (TICTAC_DDP_SHARD_BYTES, default 16 MiB; 0 = off; a
+  tictac group of 2+ ranks) is updated in slices (sharded.py): its gradient is reduce-scattered,
+  each rank updates its 1/world slice as soon as its part is in, and the updated slices are
+  all-gathered into the parameter (posted at step() under a gate, tictac.torch.after). Same bytes
+  as an all-reduce; nothing left to average or update after the last byte lands.
 - The update itself is the user's optimizer, cloned per bucket (split_optimizer.py): the same
   weights as DistributedDataParallel with the same optimizer (tests/torch/test_ordered_ddp.py),
   including momentum, Adam, ``no_sync()`` gradient accumulation and unused parameters
   (a parameter no rank used keeps grad None, as DDP's find_unused_parameters does).
+
+With sliced parameters, ``synchronize()`` gathers their averaged gradients (a collective: call
+it on every rank, or ``synchronize(grads=False)`` to only apply the updates).
 
 Not supported (refused or documented): a closure passed to step(); reading or clipping p.grad
 between backward and step (p.grad holds this rank's gradient until the update is applied; call
@@ -39,6 +47,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import queue
 import threading
 import time
@@ -49,12 +58,27 @@ import torch.distributed as dist
 from torch import nn
 
 from tictac.torch.ddp.buckets import Bucket, fill, make_buckets, reduced_grads
+from tictac.torch.ddp.sharded import ShardedParam
 from tictac.torch.ddp.split_optimizer import BucketOptimizer
 
 log = logging.getLogger("tictac.torch.ddp")
 
 POLICIES = ("tic", "tac", "layer", "fifo")
 DEFAULT_BUCKET_BYTES = 4 << 20
+DEFAULT_SHARD_BYTES = 16 << 20   # TICTAC_DDP_SHARD_BYTES
+
+
+def _shard_bytes_from_env() -> int:
+    v = os.environ.get("TICTAC_DDP_SHARD_BYTES", "").strip()
+    if not v:
+        return DEFAULT_SHARD_BYTES
+    try:
+        n = int(v)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise ValueError(f"TICTAC_DDP_SHARD_BYTES must be a byte count >= 0 (0 = no sharded updates), got {v!r}")
+    return n
 
 
 class OrderedDDP(nn.Module):
@@ -62,7 +86,8 @@ class OrderedDDP(nn.Module):
     from the group's first rank now); ``optimizer.step`` is replaced by the deferred step."""
 
     def __init__(self, module: nn.Module, optimizer: torch.optim.Optimizer, policy: str = "tic", *,
-                 group=None, bucket_bytes: int = DEFAULT_BUCKET_BYTES, seed: int = 0):
+                 group=None, bucket_bytes: int = DEFAULT_BUCKET_BYTES, seed: int = 0,
+                 shard_bytes: Optional[int] = None):
         super().__init__()
         if policy not in POLICIES:
             raise ValueError(f"tictac.torch.ordered_ddp: unknown policy {policy!r}; one of {', '.join(POLICIES)}")
@@ -77,6 +102,11 @@ class OrderedDDP(nn.Module):
         self._world = dist.get_world_size(group)
         self._src = dist.get_global_rank(group, 0) if group is not None else 0
         self._bucket_bytes = int(bucket_bytes)
+        self._shard_bytes = _shard_bytes_from_env() if shard_bytes is None else int(shard_bytes)
+        if self._shard_bytes < 0:
+            raise ValueError(f"tictac.torch.ordered_ddp: shard_bytes must be >= 0 (0 = off), got {shard_bytes}")
+        if self._world < 2 or not _is_tictac(group):
+            self._shard_bytes = 0    # the gated all-gather needs the tictac backend
         self._seed = seed
         self._optimizer = optimizer
         self._params: Dict[str, nn.Parameter] = dict(module.named_parameters())
@@ -92,7 +122,7 @@ class OrderedDDP(nn.Module):
         self._eager: List[Bucket] = []      # buckets with a parameter whose owner never runs
         self._owned: Dict[nn.Module, List[Bucket]] = {}
         self.order: List[str] = []
-        self.stats = {"launched": 0, "applied_in_forward": 0, "applied_eagerly": 0}
+        self.stats = {"launched": 0, "applied_in_forward": 0, "applied_eagerly": 0, "sharded_params": 0}
         self.wait_ms: Dict[int, float] = {}  # bucket index -> ms spent waiting for its all-reduce
         # Diagnostics, off unless set to a list: (bucket index, event, time.perf_counter()) with
         # event "launch" (all-reduce started), "done" (it completed: the Work's future), "reduced"
@@ -103,6 +133,7 @@ class OrderedDDP(nn.Module):
             for t in list(module.parameters()) + list(module.buffers()):
                 dist.broadcast(t, src=self._src, group=group)
         self._updater = _Updater()
+        self._shard_updater = _Updater("tictac-ddp-shard")   # sharded updates, as their reduce-scatter completes
         self._user_step = optimizer.step
         self._user_zero_grad = optimizer.zero_grad
         optimizer.step = self._deferred_step  # type: ignore[method-assign]
@@ -132,8 +163,14 @@ class OrderedDDP(nn.Module):
         box = [order]
         dist.broadcast_object_list(box, src=self._src, group=self._group)
         self.order = list(box[0]) + [n for n in names if n not in box[0]]
-        self._buckets = make_buckets(self.order, self._params, self._bucket_bytes)
-        self._optims = [BucketOptimizer(self._optimizer, b.params) for b in self._buckets]
+        self._buckets = make_buckets(self.order, self._params, self._bucket_bytes, self._shard_bytes)
+        rank = dist.get_rank(self._group)
+        for b in self._buckets:
+            p = b.params[0]
+            if self._shard_bytes and len(b.params) == 1 and p.numel() * p.element_size() >= self._shard_bytes:
+                b.shard = ShardedParam(p, rank, self._world, self._optimizer)
+                self.stats["sharded_params"] += 1
+        self._optims = [None if b.shard else BucketOptimizer(self._optimizer, b.params) for b in self._buckets]
         for b in self._buckets:
             for p in b.params:
                 self._bucket_of[id(p)] = b
@@ -199,9 +236,15 @@ class OrderedDDP(nn.Module):
             self._next_launch += 1
 
     def _launch(self, b: Bucket) -> None:
-        flat = fill(b)
-        with _priority(b.index, self._group):
-            b.work = dist.all_reduce(flat, group=self._group, async_op=True)
+        if b.shard is not None:
+            b.shard.fill()
+            with _priority(b.index, self._group):
+                b.shard.launch(self._group)
+            b.work = b.shard.work
+        else:
+            flat = fill(b)
+            with _priority(b.index, self._group):
+                b.work = dist.all_reduce(flat, group=self._group, async_op=True)
         trace = self.trace
         if trace is not None:
             trace.append((b.index, "launch", time.perf_counter()))
@@ -222,8 +265,30 @@ class OrderedDDP(nn.Module):
         launched = [b for b in self._buckets or () if b.launched]
         for b in launched:                      # most urgent first: the order the forward needs
             b.pending, b.launched = True, False
-        self._updater.submit(launched, self._update)
+            if b.shard is not None:             # posted here, in the same order on every rank
+                with _priority(b.index, self._group):
+                    b.shard.post_gather(self._group)
+                self._trace_gather(b)
+        self._updater.submit([b for b in launched if b.shard is None], self._update)
+        self._shard_updater.submit([b for b in launched if b.shard is not None], self._update_shard)
         return None
+
+    def _trace_gather(self, b: Bucket) -> None:
+        trace = self.trace
+        if trace is not None:
+            index = b.index
+            b.shard.gather_work.get_future().add_done_callback(
+                lambda _f: trace.append((index, "gathered", time.perf_counter())))
+
+    def _update_shard(self, b: Bucket) -> None:
+        """On the shard updater: waits for the reduce-scatter, updates this rank's slice and lets
+        the all-gather go; the next forward waits for the all-gather (_apply)."""
+        b.shard.work.wait()
+        if self.trace is not None:
+            self.trace.append((b.index, "reduced", time.perf_counter()))
+        b.shard.update()
+        if self.trace is not None:
+            self.trace.append((b.index, "applied", time.perf_counter()))
 
     def _update(self, b: Bucket) -> None:
         """On the updater thread: waits for the all-reduce (GIL released), then applies."""
@@ -250,21 +315,34 @@ class OrderedDDP(nn.Module):
         if not b.pending:
             return False
         t0 = time.perf_counter()
-        self._updater.wait(b)
+        if b.shard is not None:
+            self._shard_updater.wait(b)
+            b.shard.finish()
+        else:
+            self._updater.wait(b)
         # Where the next forward waits for communication (diagnostics: bench/e2e logs it).
         waited = (time.perf_counter() - t0) * 1e3
         self.wait_ms[b.index] = self.wait_ms.get(b.index, 0.0) + waited
         b.pending = False
         return True
 
-    def synchronize(self) -> None:
+    def synchronize(self, grads: bool = True) -> None:
         """Applies every pending update now (before evaluating, saving or reading the weights),
         and leaves each parameter's .grad = the averaged gradient of the last all-reduce, as DDP
-        does (None where no rank produced one)."""
+        does (None where no rank produced one). A parameter updated in slices (shard_bytes) has
+        only its slice of that gradient on each rank, so with sharded parameters this gathers
+        them: a collective, every rank calls it. ``grads=False`` only applies the updates
+        (local: one rank may call it, e.g. before saving)."""
         for b in self._buckets or ():
             self._apply(b)
+        if not grads:
+            return
         for b in self._buckets or ():
-            if b.work is not None:
+            if b.shard is not None:
+                p = b.params[0]
+                g = b.shard.averaged_grad(self._group)
+                p.grad = g
+            elif b.work is not None:
                 for p, g in zip(b.params, reduced_grads(b, self._world)):
                     p.grad = None if g is None else g.clone()
 
@@ -283,6 +361,7 @@ class OrderedDDP(nn.Module):
         for b in self._buckets or ():
             self._apply(b)
         self._updater.stop()
+        self._shard_updater.stop()
         for h in self._handles:
             h.remove()
         self._optimizer.step = self._user_step  # type: ignore[method-assign]
@@ -295,7 +374,8 @@ class _Updater:
     averaged gradient) with zero_grad(). An update that fails is re-raised by wait(). Deep copies
     (the planner copies the model, hooks included) get a fresh, idle updater."""
 
-    def __init__(self):
+    def __init__(self, name: str = "tictac-ddp-update"):
+        self.name = name
         self.lock = threading.Lock()
         self._queue: "queue.Queue[Optional[tuple]]" = queue.Queue()
         self._thread: Optional[threading.Thread] = None
@@ -303,7 +383,7 @@ class _Updater:
         self._error: Optional[BaseException] = None
 
     def __deepcopy__(self, memo):
-        return _Updater()
+        return _Updater(self.name)
 
     def submit(self, buckets: List[Bucket], apply) -> None:
         if not buckets:
@@ -311,7 +391,7 @@ class _Updater:
         for b in buckets:
             self._done.setdefault(b.index, threading.Event()).clear()
         if self._thread is None:
-            self._thread = threading.Thread(target=self._loop, name="tictac-ddp-update", daemon=True)
+            self._thread = threading.Thread(target=self._loop, name=self.name, daemon=True)
             self._thread.start()
         for b in buckets:
             self._queue.put((b, apply))
@@ -344,14 +424,18 @@ class _Updater:
                 self._done[b.index].set()
 
 
-@contextlib.contextmanager
-def _priority(value: int, group):
-    """tictac.torch.priority on a tictac group; nothing on another backend (e.g. gloo)."""
+def _is_tictac(group) -> bool:
     try:
         backend = dist.get_backend(group)
     except Exception:  # noqa: BLE001
         backend = ""
-    if "tictac" not in str(backend):
+    return "tictac" in str(backend)
+
+
+@contextlib.contextmanager
+def _priority(value: int, group):
+    """tictac.torch.priority on a tictac group; nothing on another backend (e.g. gloo)."""
+    if not _is_tictac(group):
         yield
         return
     import tictac.torch

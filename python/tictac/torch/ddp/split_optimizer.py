@@ -12,7 +12,7 @@ schedulers attached to the user's optimizer keep working. Optimizers that couple
 from __future__ import annotations
 
 import inspect
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import torch
 
@@ -23,7 +23,10 @@ class BucketOptimizer:
     """The clone for one bucket. ``step(grads)`` updates the bucket's parameters with the given
     gradients (None = no gradient: the parameter is skipped, as an optimizer skips grad None)."""
 
-    def __init__(self, user: torch.optim.Optimizer, params: List[torch.nn.Parameter]):
+    def __init__(self, user: torch.optim.Optimizer, params: List[torch.Tensor],
+                 owners: Optional[List[torch.nn.Parameter]] = None):
+        """`owners[i]` is the user's parameter that `params[i]` belongs to (a slice of it, in
+        sharded updates), whose group gives the hyper-parameters; default: `params` themselves."""
         if type(user).__name__ in _COUPLED:
             raise ValueError(f"tictac.torch.ddp: {type(user).__name__} couples all parameters in one step; "
                              f"ordered updates need a per-parameter optimizer (SGD, Adam, AdamW, ...)")
@@ -34,8 +37,8 @@ class BucketOptimizer:
                 group_of[id(p)] = gi
         by_group: Dict[int, List[torch.nn.Parameter]] = {}
         self.skipped: List[torch.nn.Parameter] = []
-        for p in params:
-            gi = group_of.get(id(p))
+        for p, owner in zip(params, owners if owners is not None else params):
+            gi = group_of.get(id(owner))
             if gi is None:
                 self.skipped.append(p)  # not optimized by the user's optimizer: reduce only
             else:

@@ -1,0 +1,93 @@
+"""Gated collectives on the "tictac" backend (tictac.torch.gate / after, integration/group/gate.h):
+a collective posted under `after(gate)` keeps its place in the collective order but moves data
+only once the gate opens, so its input may be written after the call (ordered_ddp's sharded
+updates post their all-gather at step() and open the gate when the slice is updated).
+
+Checks: the all-gather delivers what its input held when the gate opened, not when it was
+posted (counter-check in the same run: the values at posting time differ, so a collective that
+ignored the gate would fail the comparison); a collective posted after the gated one, with a
+priority, completes while the gate is still closed; a failed gate fails the Work with its
+reason on the rank that failed it and the peer reports an error instead of hanging."""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from dist_harness import run_ranks  # noqa: E402
+
+import tictac.torch  # noqa: E402
+
+if not tictac.torch.available():  # pragma: no cover
+    pytest.skip(f"the tictac extension is not built: {tictac.torch._C_ERROR}", allow_module_level=True)
+
+
+def _gated_allgather(rank, world):
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    import tictac.torch as tt
+
+    out = torch.zeros(world * 4)
+    mine = torch.full((4,), -1.0)            # what the input holds when the collective is posted
+    gate = tt.gate()
+    with tt.priority(5), tt.after(gate):
+        wg = dist.all_gather_into_tensor(out, mine, async_op=True)
+    # A later collective is not held back by the closed gate.
+    x = torch.ones(8) * (rank + 1)
+    with tt.priority(1):
+        wx = dist.all_reduce(x, async_op=True)
+    wx.wait()
+    later_done_while_closed = not gate.decided()
+    time.sleep(0.2)
+    gathered_while_closed = bool((out != 0).any())
+    mine.fill_(float(rank + 10))             # the input is ready only now
+    gate.open()
+    wg.wait()
+    return {"out": out.tolist(), "x": x.tolist(), "later_done_while_closed": later_done_while_closed,
+            "gathered_while_closed": gathered_while_closed}
+
+
+def test_a_gated_allgather_sends_what_its_input_held_when_the_gate_opened():
+    world = 2
+    for rank, r in enumerate(run_ranks(_gated_allgather, world=world, timeout=120)):
+        want = [float(q + 10) for q in range(world) for _ in range(4)]
+        assert r["out"] == want, f"rank {rank}: {r['out']} (posting-time values were -1)"
+        assert not r["gathered_while_closed"], f"rank {rank}: data moved before the gate opened"
+        assert r["later_done_while_closed"], f"rank {rank}: a later collective waited for the closed gate"
+        assert r["x"] == [float(sum(range(1, world + 1)))] * 8, f"rank {rank}: {r['x']}"
+
+
+def _failed_gate(rank, world):
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    import tictac.torch as tt
+
+    pg = dist.new_group(backend="tictac", timeout=datetime.timedelta(seconds=5))
+    out = torch.zeros(world * 4)
+    mine = torch.full((4,), float(rank))
+    gate = tt.gate()
+    with tt.priority(5), tt.after(gate):
+        w = dist.all_gather_into_tensor(out, mine, group=pg, async_op=True)
+    if rank == 0:
+        gate.fail("the update raised ValueError")
+    else:
+        gate.open()
+    try:
+        w.wait()
+        return "completed"
+    except Exception as e:  # noqa: BLE001
+        return f"{type(e).__name__}: {e}"
+
+
+def test_a_failed_gate_fails_the_collective_with_its_reason_and_the_peer_does_not_hang():
+    res = run_ranks(_failed_gate, world=2, timeout=120)
+    assert "the update raised ValueError" in res[0], res[0]
+    assert res[1] != "completed", f"rank 1 completed an all-gather that rank 0 never joined: {res[1]}"
