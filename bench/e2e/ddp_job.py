@@ -93,7 +93,9 @@ def main(argv=None) -> int:
             comp = [["forward", 0.0, ms(time.perf_counter())]]
         t1 = time.perf_counter()
         recs.append({"rank": rank, "worker": me, "iter": it, "warmup": it < a.warmup, "iter_ms": ms(t1),
-                     "mode": a.mode, "policy": a.variant, "compute": comp, "pulls": [], "pushes": []})
+                     "mode": a.mode, "policy": a.variant, "compute": comp, "pulls": [], "pushes": [],
+                     # the iteration's start on the host's monotonic clock (s): aligns the ranks' events
+                     "t0_mono_s": round(t0, 6)})
         if ordered:
             # ms this iteration's forward waited for each bucket's all-reduce (diagnostics).
             recs[-1]["bucket_wait_ms"] = {str(k): round(v, 1) for k, v in ddp.wait_ms.items() if v > 0}

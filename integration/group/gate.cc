@@ -6,6 +6,7 @@ namespace tictac::group {
 
 namespace {
 thread_local std::vector<std::shared_ptr<Gate>> g_thread_gates;
+thread_local PendingGates* g_pending = nullptr;
 }  // namespace
 
 void Gate::open() {
@@ -55,5 +56,28 @@ bool GateScope::pop() {
 }
 
 std::vector<std::shared_ptr<Gate>> GateScope::current() { return g_thread_gates; }
+
+PendingGates::PendingGates(std::vector<std::shared_ptr<Gate>> gates,
+                           std::chrono::milliseconds timeout, std::string what)
+    : gates_(std::move(gates)), timeout_(timeout), what_(std::move(what)), outer_(g_pending) {
+  g_pending = this;
+}
+
+PendingGates::~PendingGates() { g_pending = outer_; }
+
+Status PendingGates::wait() {
+  PendingGates* p = g_pending;
+  if (p == nullptr || p->waited_) return p == nullptr ? Status::Ok() : p->result_;
+  p->waited_ = true;
+  for (const auto& gate : p->gates_) {
+    Status opened = gate->wait(p->timeout_);
+    if (!opened.ok() && p->result_.ok()) {
+      p->result_ = Status(opened.code(), p->what_ + ": not started: " + opened.message());
+    }
+  }
+  return p->result_;
+}
+
+bool PendingGates::waited() { return g_pending == nullptr || g_pending->waited_; }
 
 }  // namespace tictac::group

@@ -14,9 +14,11 @@
 // Contract: open() and fail() may be called from any thread, any number of times; the first one
 // decides. wait() blocks until then or until `timeout` and returns Ok only when the gate was
 // opened; a failure returns the reason given to fail(), a timeout an error saying that the
-// gate stayed closed. A collective waits for its gates on its collective thread before it moves
-// data, so a gate must depend only on older collectives and local work (deadlock freedom:
-// collective_scheduler.h).
+// gate stayed closed. A collective waits for its gates on its collective thread before it reads
+// its input (PendingGates below), so a gate must depend only on older collectives and local work
+// (deadlock freedom: collective_scheduler.h). A ring all-gather or reduce-scatter posts its first
+// step's receives before it waits: peers whose gates are open send at once, into this rank's
+// output or scratch, never into its input, and nothing leaves this rank before its gates open.
 #pragma once
 
 #include <chrono>
@@ -55,6 +57,32 @@ class GateScope {
   static void push(std::shared_ptr<Gate> gate);
   static bool pop();  // false when no scope is open on this thread
   static std::vector<std::shared_ptr<Gate>> current();
+};
+
+// A collective's gates on the collective thread, installed for the time its body runs. The body
+// calls wait() before it reads its input (a ring does so once its first receives are posted).
+// Contract: per thread, the innermost PendingGates counts; wait() is idempotent and returns Ok at
+// once when no PendingGates is installed or it has no gates; an error names the collective
+// ("<what>: not started: <why>").
+class PendingGates {
+ public:
+  PendingGates(std::vector<std::shared_ptr<Gate>> gates, std::chrono::milliseconds timeout,
+               std::string what);
+  ~PendingGates();
+  PendingGates(const PendingGates&) = delete;
+  PendingGates& operator=(const PendingGates&) = delete;
+
+  static Status wait();
+  // Whether the installed gates were waited for (true when none are installed).
+  static bool waited();
+
+ private:
+  std::vector<std::shared_ptr<Gate>> gates_;
+  std::chrono::milliseconds timeout_;
+  std::string what_;
+  bool waited_ = false;
+  Status result_;
+  PendingGates* outer_;
 };
 
 }  // namespace tictac::group

@@ -69,10 +69,11 @@ class Ring {
   Ring(Group& g, std::byte* data, const Blocks& blocks, std::size_t elem, const ReduceFn* reduce,
        transport::Priority priority, const std::string& what, int first, int last,
        std::size_t chunk_bytes, bool early, std::size_t early_scratch,
-       const std::byte* in = nullptr)
+       const std::byte* in = nullptr, const BeforeSend* before_send = nullptr)
       : group_(g),
         data_(data),
         in_(in),
+        before_send_(before_send != nullptr && *before_send ? before_send : nullptr),
         blocks_(blocks),
         elem_(elem),
         reduce_(reduce),
@@ -110,8 +111,16 @@ class Ring {
   Status run() {
     if (n_ == 1 || first_ >= last_) return Status::Ok();
     group_.begin_batch();  // every chunk's first step reaches the loop as one task
+    if (before_send_ != nullptr) {
+      // Receives first, so peers that are ready send into them while this rank waits.
+      for (int j = 0; j < chunks_; ++j) open_step(j, first_);
+      group_.end_batch();
+      Status ready = (*before_send_)();
+      if (!ready.ok()) return ready;  // ~Flow cancels the receives
+      group_.begin_batch();
+    }
     for (int j = 0; j < chunks_; ++j) {
-      open_step(j, first_);
+      if (before_send_ == nullptr) open_step(j, first_);
       post(j);
     }
     group_.end_batch();
@@ -213,6 +222,7 @@ class Ring {
   Group& group_;
   std::byte* data_;
   const std::byte* in_;  // out of place: the input (data_ is then the output)
+  const BeforeSend* before_send_;  // null: none
   const Blocks& blocks_;
   std::size_t elem_;
   const ReduceFn* reduce_;
@@ -267,27 +277,35 @@ Status ring_reduce_scatter(Group& g, void* data, const Blocks& blocks, std::size
 
 Status ring_reduce_scatter_into(Group& g, const void* in, void* out, const Blocks& blocks,
                                 std::size_t elem_size, const ReduceFn& reduce,
-                                transport::Priority priority, const std::string& what) {
+                                transport::Priority priority, const std::string& what,
+                                const BeforeSend& before_send) {
   Result<RingTunables> t = ring_tunables();
   if (!t.ok()) return t.status();
   auto* dst = static_cast<std::byte*>(out);
   if (g.size() == 1) {
+    if (before_send) {
+      Status ready = before_send();
+      if (!ready.ok()) return ready;
+    }
     const std::size_t bytes = blocks.len[0] * elem_size;
     if (bytes > 0)
       std::memmove(dst, static_cast<const std::byte*>(in) + blocks.begin[0] * elem_size, bytes);
     return Status::Ok();
   }
   Ring ring(g, dst, blocks, elem_size, &reduce, priority, what, 0, g.size() - 1, t->chunk_bytes,
-            t->early, t->early_scratch, static_cast<const std::byte*>(in));
+            t->early, t->early_scratch, static_cast<const std::byte*>(in), &before_send);
   return ring.run();
 }
 
 Status ring_allgather(Group& g, void* data, const Blocks& blocks, std::size_t elem_size,
-                      transport::Priority priority, const std::string& what) {
+                      transport::Priority priority, const std::string& what,
+                      const BeforeSend& before_send) {
   Result<RingTunables> t = ring_tunables();
   if (!t.ok()) return t.status();
+  if (g.size() == 1) return before_send ? before_send() : Status::Ok();
   Ring ring(g, static_cast<std::byte*>(data), blocks, elem_size, nullptr, priority, what,
-            g.size() - 1, 2 * (g.size() - 1), t->chunk_bytes, t->early, t->early_scratch);
+            g.size() - 1, 2 * (g.size() - 1), t->chunk_bytes, t->early, t->early_scratch, nullptr,
+            &before_send);
   return ring.run();
 }
 

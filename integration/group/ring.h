@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,11 @@ inline constexpr int kRingMaxChunks = 32;                             // per blo
 // two slots take at most this much (TICTAC_RING_EARLY_SCRATCH_BYTES); above it, only allgather
 // receives go early.
 inline constexpr std::size_t kRingEarlyScratchBytes = std::size_t{64} << 20;
+
+// Called once by a ring after its first step's receives are posted and before it sends or reads
+// its input (a gated collective waits for its gates there: PendingGates, gate.h). An error ends
+// the collective with it (the posted receives are cancelled). Empty: no such point.
+using BeforeSend = std::function<Status()>;
 
 // Block r of a buffer: elements [begin[r], begin[r] + len[r]).
 struct Blocks {
@@ -51,10 +57,13 @@ Status ring_reduce_scatter(Group& g, void* data, const Blocks& blocks, std::size
 // kRingEarlyScratchBytes), from the group's pool: no copy of the input.
 Status ring_reduce_scatter_into(Group& g, const void* in, void* out, const Blocks& blocks,
                                 std::size_t elem_size, const ReduceFn& reduce,
-                                transport::Priority priority, const std::string& what);
+                                transport::Priority priority, const std::string& what,
+                                const BeforeSend& before_send = {});
 // Block rank() of `data` is this rank's input; on return every block holds its rank's input.
+// The receives posted before `before_send` land in block rank() - 1, never in block rank().
 Status ring_allgather(Group& g, void* data, const Blocks& blocks, std::size_t elem_size,
-                      transport::Priority priority, const std::string& what);
+                      transport::Priority priority, const std::string& what,
+                      const BeforeSend& before_send = {});
 // In-place allreduce of `count` elements.
 Status ring_allreduce(Group& g, void* data, std::size_t count, std::size_t elem_size,
                       const ReduceFn& reduce, transport::Priority priority,

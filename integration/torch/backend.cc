@@ -271,13 +271,14 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::recvAnysource(std::vector<at::Tens
 c10::intrusive_ptr<c10d::Work> TicTacBackend::collective(c10d::OpType op,
                                                          std::vector<at::Tensor> outputs,
                                                          std::string what, CollectiveBody body,
-                                                         const std::vector<at::Tensor>& inputs) {
+                                                         const std::vector<at::Tensor>& inputs,
+                                                         bool body_waits_gates) {
   auto work = make_work(op, outputs, what);
   // The calling thread's `with tictac.torch.priority(p)`, else ahead of parameter transfers.
   const transport::Priority priority =
       group::PriorityTable::thread_priority().value_or(group::kCollectivePriority);
   // `with tictac.torch.after(gate)` on the calling thread: the collective keeps this ticket but
-  // moves data only once the gate opens (integration/group/gate.h).
+  // reads its input only once the gate opens (integration/group/gate.h).
   std::vector<std::shared_ptr<group::Gate>> gates = group::GateScope::current();
   // CUDA tensors: the collective thread waits for the caller's stream first.
   std::vector<std::shared_ptr<c10::Event>> ready;
@@ -304,19 +305,17 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::collective(c10d::OpType op,
   group::Group* g = group_.get();
   const bool posted = collectives_->post(
       concurrent, priority,
-      [this, g, work, body = std::move(body), ready, gates, done_exec, priority, storages,
-       what](std::uint64_t ticket) mutable {
+      [this, g, work, body = std::move(body), ready, gates, done_exec, priority, storages, what,
+       body_waits_gates](std::uint64_t ticket) mutable {
         for (const auto& ev : ready) ev->synchronize();
-        Status s;
-        for (const auto& gate : gates) {
-          Status opened = gate->wait(timeout_);
-          if (!opened.ok() && s.ok()) {
-            s = Status(opened.code(), what + ": not started: " + opened.message());
-          }
-        }
+        group::PendingGates pending(gates, timeout_, what);
+        Status s = body_waits_gates ? Status::Ok() : group::PendingGates::wait();
         try {
           group::Group::SeqScope scope(*g, ticket);
           if (s.ok()) s = body(priority);
+          if (s.ok() && !group::PendingGates::waited()) {
+            s = Status(StatusCode::internal, what + ": completed without waiting for its gates");
+          }
         } catch (const std::exception& e) {
           s = Status(StatusCode::internal, e.what());
         }
@@ -434,28 +433,42 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::_allgather_base(at::Tensor& output
   group::Group* g = group_.get();
   at::Tensor in = inputBuffer;
   std::vector<at::Tensor> outs{outputBuffer};
-  return collective(c10d::OpType::_ALLGATHER_BASE, outs, "allgather_base",
-                    [g, in, outs](transport::Priority p) mutable {
-    at::Tensor src = in.contiguous().to(at::kCPU);
-    at::Tensor flat = flatten(outs);
-    // A block of at least a ring chunk goes round the ring (one connection per rank's uplink,
-    // pipelined by chunks): on the shaped 4-rank links of bench/e2e, ordered_ddp's 411 MB
-    // all-gather took 1199-1221 ms this way against 1282-1396 ms with every rank sending its
-    // block to every other at once (docs/ddp.md). Smaller ones go direct: one step, not n - 1.
-    Status s;
-    if (g->size() > 1 && src.nbytes() >= group::kRingChunkBytes) {
-      const auto m = static_cast<std::size_t>(src.numel());
-      auto* base = static_cast<std::byte*>(flat.data_ptr());
-      std::byte* mine = base + static_cast<std::size_t>(g->rank()) * src.nbytes();
-      if (mine != src.data_ptr()) std::memmove(mine, src.data_ptr(), src.nbytes());
-      s = group::ring_allgather(*g, base, group::Blocks::equal(m, g->size()), src.element_size(), p,
-                                "allgather_base");
-    } else {
-      s = g->allgather(src.data_ptr(), src.nbytes(), flat.data_ptr(), p);
-    }
-    if (s.ok()) scatter_back(flat, outs);
-    return s;
-  }, {in});
+  return collective(
+      c10d::OpType::_ALLGATHER_BASE, outs, "allgather_base",
+      [g, in, outs](transport::Priority p) mutable {
+        // A host tensor that is already contiguous is read only once the gates are open (the ring
+        // receives from ready peers meanwhile); anything else is copied here, after the gates.
+        if (!in.is_contiguous() || !in.device().is_cpu()) {
+          Status ready = group::PendingGates::wait();
+          if (!ready.ok()) return ready;
+        }
+        at::Tensor src = in.contiguous().to(at::kCPU);
+        at::Tensor flat = flatten(outs);
+        // A block of at least a ring chunk goes round the ring (one connection per rank's uplink,
+        // pipelined by chunks): on the shaped 4-rank links of bench/e2e, ordered_ddp's 411 MB
+        // all-gather took 1199-1221 ms this way against 1282-1396 ms with every rank sending its
+        // block to every other at once (docs/ddp.md). Smaller ones go direct: one step, not n - 1.
+        Status s;
+        if (g->size() > 1 && src.nbytes() >= group::kRingChunkBytes) {
+          const auto m = static_cast<std::size_t>(src.numel());
+          auto* base = static_cast<std::byte*>(flat.data_ptr());
+          std::byte* mine = base + static_cast<std::size_t>(g->rank()) * src.nbytes();
+          const group::BeforeSend input_ready = [&] {
+            Status ready = group::PendingGates::wait();
+            if (ready.ok() && mine != src.data_ptr())
+              std::memmove(mine, src.data_ptr(), src.nbytes());
+            return ready;
+          };
+          s = group::ring_allgather(*g, base, group::Blocks::equal(m, g->size()),
+                                    src.element_size(), p, "allgather_base", input_ready);
+        } else {
+          s = group::PendingGates::wait();
+          if (s.ok()) s = g->allgather(src.data_ptr(), src.nbytes(), flat.data_ptr(), p);
+        }
+        if (s.ok()) scatter_back(flat, outs);
+        return s;
+      },
+      {in}, /*body_waits_gates=*/true);
 }
 
 // ---------------------------------------------------------------------------------------------

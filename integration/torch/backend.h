@@ -134,10 +134,14 @@ class TicTacBackend : public c10d::Backend {
   // Runs a blocking collective on the collective thread; `body` gets the priority its sends
   // leave with (the calling thread's override, else group::kCollectivePriority) and returns its
   // Status. CUDA `outputs` and `inputs` are waited for on the caller's current stream first.
+  // The calling thread's gates (`tictac.torch.after`) are waited for before `body` runs, or,
+  // with `body_waits_gates`, by the body itself before it reads its inputs
+  // (group::PendingGates::wait(), which a ring calls once its first receives are posted).
   using CollectiveBody = std::function<Status(transport::Priority)>;
   c10::intrusive_ptr<c10d::Work> collective(c10d::OpType op, std::vector<at::Tensor> outputs,
                                             std::string what, CollectiveBody body,
-                                            const std::vector<at::Tensor>& inputs = {});
+                                            const std::vector<at::Tensor>& inputs = {},
+                                            bool body_waits_gates = false);
   c10::intrusive_ptr<c10d::Work> post_recv(std::vector<at::Tensor>& tensors, int src, int tag);
   // A CUDA tensor registered with the group, ordered by its device's current stream; throws
   // DistBackendError naming the cause where CUDA cannot be used.

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "integration/group/gate.h"
 #include "integration/group/ring.h"
 #include "integration/group/rooted.h"
 #include "integration/torch/backend.h"
@@ -205,13 +206,17 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::reduce_scatter_tensor_coalesced(
           if (!reds[i].pre && ins[i].device().is_cpu() && outs[i].device().is_cpu() &&
               ins[i].is_contiguous() && outs[i].is_contiguous() &&
               !ins[i].storage().is_alias_of(outs[i].storage())) {
+            // The gates are waited for once the first receives are posted.
             Status s = group::ring_reduce_scatter_into(
                 *g, ins[i].data_ptr(), outs[i].data_ptr(), group::Blocks::equal(m, n),
-                ins[i].element_size(), reds[i].fn, p, "reduce_scatter");
+                ins[i].element_size(), reds[i].fn, p, "reduce_scatter",
+                [] { return group::PendingGates::wait(); });
             if (!s.ok()) return s;
             if (reds[i].post) reds[i].post(outs[i]);
             continue;
           }
+          Status ready = group::PendingGates::wait();
+          if (!ready.ok()) return ready;
           at::Tensor flat = flatten_copy({ins[i]});
           if (reds[i].pre) reds[i].pre(flat);
           Status s =
@@ -225,7 +230,7 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::reduce_scatter_tensor_coalesced(
         }
         return Status::Ok();
       },
-      ins);
+      ins, /*body_waits_gates=*/true);
 }
 
 c10::intrusive_ptr<c10d::Work> TicTacBackend::alltoall_base(at::Tensor& outputBuffer,

@@ -91,3 +91,106 @@ def test_a_failed_gate_fails_the_collective_with_its_reason_and_the_peer_does_no
     res = run_ranks(_failed_gate, world=2, timeout=120)
     assert "the update raised ValueError" in res[0], res[0]
     assert res[1] != "completed", f"rank 1 completed an all-gather that rank 0 never joined: {res[1]}"
+
+
+def _gated_ring(rank, world, op):
+    """A ring-sized collective (2 MiB blocks) posted under a gate on every rank; rank 0 opens its
+    gate 1 s late, the others at once."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+
+    import tictac.torch as tt
+
+    m = 1 << 19                              # floats per block: 2 MiB, a ring collective
+    left = (rank - 1) % world                # the ring sends r -> r + 1
+    if op == "allgather":
+        out = torch.zeros(world * m)
+        mine = torch.full((m,), -1.0)        # what the input holds when the collective is posted
+    else:
+        out = torch.zeros(m)
+        mine = torch.full((world * m,), -100.0)
+    gate = tt.gate()
+    with tt.priority(5), tt.after(gate):
+        if op == "allgather":
+            w = dist.all_gather_into_tensor(out, mine, async_op=True)
+        else:
+            w = dist.reduce_scatter_tensor(out, mine, async_op=True)
+    seen = {}
+    store = dist.distributed_c10d._get_default_store()
+    if rank == 0:
+        # Rank 0's gate is closed: its left neighbour's block may land (its receive is posted),
+        # but nothing of rank 0's input may leave. It stays closed for 1 s and until rank 1 has
+        # looked (for all-gather).
+        start = time.monotonic()
+        while time.monotonic() - start < 20:
+            if op == "allgather" and bool((out[left * m:(left + 1) * m] == left + 10).all()):
+                seen["left_block_landed_while_closed"] = True
+            if time.monotonic() - start >= 1.0 and (op != "allgather" or store.check([f"looked/{op}"])):
+                break
+            time.sleep(0.02)
+        mine.fill_(float(rank + 10))
+        gate.open()
+    else:
+        mine.fill_(float(rank + 10))
+        gate.open()
+        if rank == 1 and op == "allgather":
+            time.sleep(0.6)                  # rank 0's gate is still closed (it waits for the key)
+            seen["closed_rank_block_moved"] = bool((out[0:m] != 0).any())
+            store.set(f"looked/{op}", "1")
+    w.wait()
+    if op == "allgather":
+        got = [sorted(set(out[q * m:(q + 1) * m].tolist())) for q in range(world)]
+    else:
+        got = sorted(set(out.tolist()))
+    return {"got": got, **seen}
+
+
+@pytest.mark.parametrize("op", ["allgather", "reduce_scatter"])
+def test_a_gated_ring_collective_receives_before_its_gate_opens_and_sends_only_after(op):
+    world = 3
+    res = run_ranks(_gated_ring, world=world, timeout=120, args=(op,))
+    for rank, r in enumerate(res):
+        if op == "allgather":
+            assert r["got"] == [[float(q + 10)] for q in range(world)], f"rank {rank}: {r['got']}"
+        else:   # every rank's input held rank + 10 when its gate opened (-100 when posted)
+            assert r["got"] == [float(sum(q + 10 for q in range(world)))], f"rank {rank}: {r['got']}"
+    if op == "allgather":
+        # The receive of the gated rank was posted before its gate opened (the mechanism: a
+        # collective that waited for the gate before posting anything would not have it) ...
+        assert res[0].get("left_block_landed_while_closed"), res[0]
+        # ... and nothing left it before the gate opened.
+        assert res[1]["closed_rank_block_moved"] is False, res[1]
+
+
+def _failed_ring_gate(rank, world):
+    import datetime
+
+    import torch
+    import torch.distributed as dist
+
+    import tictac.torch as tt
+
+    pg = dist.new_group(backend="tictac", timeout=datetime.timedelta(seconds=5))
+    m = 1 << 19
+    out = torch.zeros(world * m)
+    mine = torch.full((m,), float(rank))
+    gate = tt.gate()
+    with tt.priority(5), tt.after(gate):
+        w = dist.all_gather_into_tensor(out, mine, group=pg, async_op=True)
+    if rank == 0:
+        gate.fail("the update raised ValueError")
+    else:
+        gate.open()
+    try:
+        w.wait()
+        return "completed"
+    except Exception as e:  # noqa: BLE001
+        return f"{type(e).__name__}: {e}"
+
+
+def test_a_failed_gate_on_a_ring_collective_with_receives_posted_ends_both_ranks():
+    res = run_ranks(_failed_ring_gate, world=2, timeout=120)
+    assert "the update raised ValueError" in res[0], res[0]
+    assert res[1] != "completed", f"rank 1 completed an all-gather that rank 0 never joined: {res[1]}"

@@ -1,5 +1,6 @@
 // Gate: opened from another thread it releases the waiter; the first decision wins; a failure
-// carries its reason; a gate nobody opens times out with an error that says so; GateScope nests.
+// carries its reason; a gate nobody opens times out with an error that says so; GateScope nests;
+// PendingGates waits once, names the collective in its error and restores the outer one.
 #include "integration/group/gate.h"
 
 #include <gtest/gtest.h>
@@ -61,6 +62,36 @@ TEST(GateScope, ScopesNestPerThread) {
   }
   EXPECT_TRUE(GateScope::current().empty());
   EXPECT_FALSE(GateScope::pop());
+}
+
+TEST(PendingGates, WaitsOnceAndNamesTheCollective) {
+  EXPECT_TRUE(PendingGates::wait().ok());  // none installed
+  EXPECT_TRUE(PendingGates::waited());
+  auto open = std::make_shared<Gate>();
+  auto failed = std::make_shared<Gate>();
+  {
+    PendingGates outer({open}, 1s, "allgather_base");
+    EXPECT_FALSE(PendingGates::waited());
+    {
+      PendingGates inner({failed}, 1s, "reduce_scatter");
+      failed->fail("the update raised");
+      Status s = PendingGates::wait();
+      EXPECT_EQ(s.code(), StatusCode::cancelled);
+      EXPECT_NE(s.message().find("reduce_scatter: not started: the update raised"),
+                std::string::npos)
+          << s.message();
+      EXPECT_EQ(PendingGates::wait().message(), s.message());  // decided once
+    }
+    EXPECT_FALSE(PendingGates::waited());  // the outer one again, not yet waited
+    std::thread opener([open] {
+      std::this_thread::sleep_for(20ms);
+      open->open();
+    });
+    EXPECT_TRUE(PendingGates::wait().ok());
+    opener.join();
+    EXPECT_TRUE(PendingGates::waited());
+  }
+  EXPECT_TRUE(PendingGates::waited());
 }
 
 }  // namespace

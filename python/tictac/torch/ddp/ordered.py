@@ -301,12 +301,21 @@ class OrderedDDP(nn.Module):
         if trace is not None:
             trace.append((b.index, "applied", time.perf_counter()))
 
+    def _release_sharded_grads(self, set_to_none: bool) -> None:
+        """Before gradients are zeroed in place: a reduce-scatter may still read one."""
+        if not set_to_none:
+            for b in self._buckets or ():
+                if b.shard is not None:
+                    b.shard.release_grad()
+
     def _locked_zero_grad(self, set_to_none: bool = True) -> None:
+        self._release_sharded_grads(set_to_none)
         with self._updater.lock:
             self._user_zero_grad(set_to_none)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """As nn.Module.zero_grad, serialised with the updater (which lends p.grad)."""
+        self._release_sharded_grads(set_to_none)
         with self._updater.lock:
             self.module.zero_grad(set_to_none)
 

@@ -40,10 +40,22 @@ class ShardedParam:
         self.gathered = flat if self.in_place else torch.empty(world * s, dtype=p.dtype, device=p.device)
         self.view = flat[self.begin:self.end]      # this rank's slice of the parameter
         self.opt = BucketOptimizer(user, [self.view], owners=[p]) if self.end > self.begin else None
-        # Reduce-scatter input: per rank, its slice of the gradient (zero-padded) then a "used"
-        # flag, so the sum says whether any rank produced a gradient (DDP's unused parameters).
-        self.send = torch.empty(world, s + 1, dtype=p.dtype, device=p.device)
-        self.recv = torch.empty(s + 1, dtype=p.dtype, device=p.device)
+        # Whether any rank produced a gradient (DDP's unused parameters) travels with it.
+        # When the slices divide the parameter evenly, the gradient itself is the reduce-scatter's
+        # input (no copy: for vgg16's 411 MB weight the copy took the backward thread ~0.1 s
+        # before the reduce-scatter could start) and a one-element all-reduce sums the "used"
+        # flags. Otherwise the input is a copy, per rank its slice (zero-padded) then the flag.
+        self.direct = self.in_place
+        if self.direct:
+            self.send = None
+            self.recv = torch.empty(s, dtype=p.dtype, device=p.device)
+            self.used = torch.zeros(1, dtype=torch.float32, device=p.device)
+            self.used_work = None
+            self.input = None     # what the reduce-scatter reads (kept until the next fill)
+            self._zeros = None    # the input of a rank that produced no gradient
+        else:
+            self.send = torch.empty(world, s + 1, dtype=p.dtype, device=p.device)
+            self.recv = torch.empty(s + 1, dtype=p.dtype, device=p.device)
         self.work = None          # the reduce-scatter
         self.gather_work = None   # the all-gather of the updated slices
         self.gate = None
@@ -52,6 +64,15 @@ class ShardedParam:
     def fill(self) -> torch.Tensor:
         g = self.p.grad
         n, s = self.p.numel(), self.s
+        if self.direct:
+            if g is None:
+                if self._zeros is None:
+                    self._zeros = torch.zeros(n, dtype=self.p.dtype, device=self.p.device)
+                self.input = self._zeros
+            else:
+                self.input = g.reshape(-1) if g.dtype == self.p.dtype else g.reshape(-1).to(self.p.dtype)
+            self.used.fill_(0.0 if g is None else 1.0)
+            return self.input
         if g is None:
             self.send.zero_()
             return self.send
@@ -64,9 +85,20 @@ class ShardedParam:
         return self.send
 
     def launch(self, group) -> None:
-        """Posts the reduce-scatter (in backward, on the training thread)."""
-        self.work = dist.reduce_scatter_tensor(self.recv, self.send.view(-1), group=group, async_op=True)
+        """Posts the reduce-scatter (in backward, on the training thread), and with a direct
+        input the all-reduce of the "used" flags after it."""
+        if self.direct:
+            self.work = dist.reduce_scatter_tensor(self.recv, self.input, group=group, async_op=True)
+            self.used_work = dist.all_reduce(self.used, group=group, async_op=True)
+        else:
+            self.work = dist.reduce_scatter_tensor(self.recv, self.send.view(-1), group=group, async_op=True)
         self.divided = False
+
+    def release_grad(self) -> None:
+        """Waits until the reduce-scatter no longer reads the gradient (before it is zeroed in
+        place: set_to_none=False)."""
+        if self.direct and self.work is not None:
+            self.work.wait()
 
     def post_gather(self, group) -> None:
         """Posts the all-gather of the updated slices (at step(), on the training thread); it
@@ -80,7 +112,11 @@ class ShardedParam:
     def _averaged(self) -> Optional[torch.Tensor]:
         """Waits for the reduce-scatter; this rank's averaged gradient slice, None if unused."""
         self.work.wait()
-        if float(self.recv[self.s]) == 0:
+        if self.direct:
+            self.used_work.wait()
+            if float(self.used) == 0:
+                return None
+        elif float(self.recv[self.s]) == 0:
             return None
         mine = self.recv[:self.end - self.begin]
         if not self.divided:
