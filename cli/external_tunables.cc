@@ -54,6 +54,10 @@ namespace {
       {"TICTAC_PS_LOG", "WARNING", "tictac.torch.train: Python logging level"},
       {"TICTAC_CLUSTER_RATE", "measured",
        "tac policy: link rate in bytes/s (unset: measured at start)"},
+      // bench/cluster (the emulated cluster's links; bench/cluster/README.md)
+      {"TICTAC_CLUSTER_BURST_US", "4000",
+       "bench/cluster: tbf bucket depth in microseconds at the rate (at least 64 KiB)"},
+      {"TICTAC_CLUSTER_TBF_LATENCY", "50ms", "bench/cluster: tbf queue latency"},
       // python/tictac/tf and the TF plugins (integration/tf; docs/tf.md)
       {"TICTAC_RANK", "(required)", "tictac.tf.init(): this process's rank"},
       {"TICTAC_WORLD_SIZE", "(required)", "tictac.tf.init(): number of processes"},
