@@ -21,7 +21,7 @@ const Command kCommands[] = {
     {"info", run_info, "[--tunables]", "show the build, which backends are viable here, and tunables"},
     {"perftest", run_perftest,
      "--backend tcp|ucx|verbs|loopback --test lat|bw|priority --server [--listen A] | --client --connect A | --local"
-     " [--size B] [--iters N] [--warmup N] [--bulk B] [--chunk B] [--window N] [--outstanding N] [--timeout D]"
+     " [--size B] [--iters N] [--warmup N] [--bulk B] [--hi-after B] [--chunk B] [--window N] [--outstanding N] [--timeout D]"
      " [--format table|json]",
      "transport microbenchmark: latency, bandwidth, high-priority latency behind bulk (docs/benchmarks.md)"},
 };

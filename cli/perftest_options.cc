@@ -71,7 +71,8 @@ Status parse_mode(Args& args, PerftestOptions& o) {
 Status parse_test_params(Args& args, PerftestOptions& o) {
   if (o.mode == PerfMode::server) {
     // The client sends the test and its parameters; the server follows.
-    return reject_if_given(args, {"test", "size", "iters", "warmup", "bulk", "outstanding"},
+    return reject_if_given(args,
+                           {"test", "size", "iters", "warmup", "bulk", "hi-after", "outstanding"},
                            "is chosen by the client; a --server takes the test parameters from it");
   }
   const std::string test = args.get_or("test", "lat");
@@ -98,9 +99,17 @@ Status parse_test_params(Args& args, PerftestOptions& o) {
     if (!bulk.ok()) return bulk.status();
     o.bulk = *bulk;
     TICTAC_RETURN_IF_ERROR(in_range("bulk", o.bulk, 1, kMaxPerfBufferBytes));
+    Result<std::uint64_t> after = args.get_size("hi-after", 0);
+    if (!after.ok()) return after.status();
+    o.hi_after = *after;
+    if (o.hi_after >= o.bulk) {
+      return invalid_argument("--hi-after " + std::to_string(o.hi_after) +
+                              " must be below --bulk " + std::to_string(o.bulk) +
+                              " (some bulk must still be queued to pre-empt)");
+    }
     return Status::Ok();
   }
-  TICTAC_RETURN_IF_ERROR(reject_if_given(args, {"bulk"}, "is for --test priority"));
+  TICTAC_RETURN_IF_ERROR(reject_if_given(args, {"bulk", "hi-after"}, "is for --test priority"));
   Result<std::uint64_t> warmup = args.get_size("warmup", o.test == PerfTest::lat ? 100 : 10);
   if (!warmup.ok()) return warmup.status();
   o.warmup = *warmup;

@@ -39,6 +39,8 @@ struct PerftestOptions {
   std::uint64_t iters = 0;        // lat/bw: timed messages; priority: repetitions of the pair of runs
   std::uint64_t warmup = 0;       // lat/bw: untimed messages first
   std::uint64_t bulk = 0;         // priority: low-priority bytes queued ahead of the message
+  // priority: bulk bytes landed before the message is submitted (0 = the first bulk message)
+  std::uint64_t hi_after = 0;
   std::uint64_t outstanding = 0;  // bw: messages in flight
   transport::TransportConfig config;  // TICTAC_* environment, then --chunk/--window/--timeout
   PerfFormat format = PerfFormat::table;

@@ -7,9 +7,12 @@
 //   3. client            in the "posted" callback (so they reach the loop as one batch and all
 //                        their ANNOUNCEs leave before any bulk data) submits every bulk message
 //                        at priority 1.
-//   4. server            when bulk message 0 (one chunk) has landed -> client "ack0". The transport
-//                        sends control frames (READY) before data, so by the time ack0 arrives
-//                        every bulk message is cleared to send and queued on the client.
+//   4. server            when the first bulk message at whose landing at least `hi_after` bulk
+//                        bytes have landed (default: message 0, one chunk) -> client "ack0". The
+//                        transport sends control frames (READY) before data, so by the time ack0
+//                        arrives every bulk message is cleared to send and queued on the client.
+//                        A later point (--hi-after) samples the stream in steady state instead of
+//                        in TCP's start-up, when the kernel's queues are still filling.
 //   5. client            in ack0's callback: stamps t_submit and submits the 64 KiB message at
 //                        priority 0.
 //   6. server            when it lands: stamps t_landed -> client "hi-ack"; when all bulk landed:
@@ -85,6 +88,7 @@ std::vector<std::uint64_t> bulk_message_sizes(std::uint64_t bulk, std::uint64_t 
 Result<PrioritySample> priority_client(const Link& link, const PerftestOptions& o, Fields setup) {
   const std::vector<std::uint64_t> sizes = bulk_message_sizes(o.bulk, o.config.chunk_bytes);
   setup.set("hi_size", o.size).set("bulk_sizes", join_numbers(sizes)).set("clock", clock_identity());
+  setup.set("hi_after", o.hi_after);
   auto st = std::make_shared<PrioClient>(*std::max_element(sizes.begin(), sizes.end()), o.size, link.idle_limit);
   auto submit_hi = [link, st] {
     st->t_submit = now_ns();
@@ -101,7 +105,8 @@ Result<PrioritySample> priority_client(const Link& link, const PerftestOptions& 
                      on_done(st->mon, "sending bulk data", [st](std::uint64_t) { ++st->bulk_sent; }));
     }
   };
-  auto ack0 = PendingControl::post(link, st->mon, kTagAck0, "the server's ack of the first bulk message", submit_hi);
+  auto ack0 = PendingControl::post(link, st->mon, kTagAck0,
+                                   "the server's ack of the bulk landed so far", submit_hi);
   auto hi_ack = PendingControl::post(link, st->mon, kTagHiAck, "the server's ack of the high-priority message");
   auto report = PendingControl::post(link, st->mon, kTagReport, "the server's priority report");
   auto posted = PendingControl::post(link, st->mon, kTagPosted, "the server's receives to be posted", submit_bulk);
@@ -137,21 +142,32 @@ Status priority_server(const Link& link, const Fields& setup) {
   Result<std::uint64_t> hi_size = setup.number("hi_size");
   Result<std::vector<std::uint64_t>> sizes = setup.numbers("bulk_sizes", kMaxBulkMessages);
   Result<std::string> client_clock = setup.text("clock");
-  for (const Status& s : {hi_size.status(), sizes.status(), client_clock.status()}) TICTAC_RETURN_IF_ERROR(s);
+  Result<std::uint64_t> hi_after = setup.number("hi_after");
+  for (const Status& s :
+       {hi_size.status(), sizes.status(), client_clock.status(), hi_after.status()}) {
+    TICTAC_RETURN_IF_ERROR(s);
+  }
   std::uint64_t bulk = 0;
   for (std::uint64_t s : *sizes) {
     if (s == 0 || s > kMaxPerfBufferBytes) return out_of_range(setup);
     bulk += s;
   }
-  if (*hi_size == 0 || *hi_size > kMaxPerfSize || bulk > kMaxPerfBufferBytes) return out_of_range(setup);
+  if (*hi_size == 0 || *hi_size > kMaxPerfSize || bulk > kMaxPerfBufferBytes || *hi_after >= bulk) {
+    return out_of_range(setup);
+  }
 
   auto st = std::make_shared<PrioServer>(bulk, *hi_size, link.idle_limit);
   const std::size_t n = sizes->size();
+  // Bulk messages share one priority, so they land in order: ack0 goes with the first message at
+  // whose landing at least hi_after bytes have landed.
+  std::size_t ack_at = 0;
+  for (std::uint64_t landed = (*sizes)[0]; landed < *hi_after; landed += (*sizes)[ack_at]) ++ack_at;
   std::uint64_t offset = 0;
   for (std::size_t i = 0; i < n; ++i) {
     link.ctx->recv(link.peer, kTagBulk, st->bulk.region, offset, (*sizes)[i],
-                   on_done(st->mon, "receiving bulk data", [link, st, i, n](std::uint64_t) {
-                     if (i == 0) send_text(link, st, st->ack0, kTagAck0, "bulk0=landed", "sending ack0");
+                   on_done(st->mon, "receiving bulk data", [link, st, i, n, ack_at](std::uint64_t) {
+                     if (i == ack_at)
+                       send_text(link, st, st->ack0, kTagAck0, "bulk=landed", "sending ack0");
                      if (++st->bulk_landed == n) st->t_bulk_done = now_ns();
                    }));
     offset += (*sizes)[i];

@@ -22,7 +22,7 @@ inline constexpr char kProtocol[] = "tictac-perftest/1";
 enum Tag : transport::Tag {
   kTagSetup = 0x7001,   // client -> server: the test and its parameters
   kTagPosted = 0x7002,  // server -> client: receives are posted (priority), clock identity
-  kTagAck0 = 0x7003,    // server -> client: the first bulk message landed (priority)
+  kTagAck0 = 0x7003,    // server -> client: the bulk up to --hi-after landed (priority)
   kTagHiAck = 0x7004,   // server -> client: the high-priority message landed (priority)
   kTagReport = 0x7005,  // server -> client: the server's measurements
   kTagBye = 0x7006,     // client -> server: the client has everything; the session is over

@@ -83,6 +83,7 @@ void add_priority_figures(const PerftestOptions& o, const std::vector<PrioritySa
     for (const PrioritySample& s : *v) same_clock = same_clock && s.same_clock;
   }
   r.add("bulk", o.bulk);
+  r.add("hi_after", o.hi_after);
   r.add("bulk_messages", on.front().bulk_messages);
   r.add("hi_lat_ms_priority", lat_on);
   r.add("hi_lat_ms_fifo", lat_off);

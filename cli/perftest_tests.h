@@ -6,7 +6,8 @@
 //             server times the landing of the last `iters` on its own clock.
 //   priority  the server posts receives for `bulk` bytes of low-priority messages and one
 //             high-priority message; the client queues the bulk, waits until the first bulk
-//             message has landed (the server's ack0), then submits the high-priority message.
+//             message (or, with --hi-after B, the bulk up to B bytes) has landed (the server's
+//             ack0), then submits the high-priority message.
 //             Measured: its submission to its receive completion (docs/benchmarks.md).
 //
 // Every side waits only through a Monitor (bounded by link.idle_limit), so a dead or silent peer

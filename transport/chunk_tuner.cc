@@ -8,7 +8,11 @@
 namespace tictac::transport {
 
 ChunkTuner::ChunkTuner(ChunkTunerConfig config)
-    : config_(config), chunk_(config.chunk_bytes), solo_chunk_(config.chunk_bytes), window_(config.window_chunks) {
+    : config_(config),
+      chunk_(config.chunk_bytes),
+      solo_chunk_(config.chunk_bytes),
+      window_(config.window_chunks),
+      solo_window_(config.window_chunks) {
   TICTAC_CHECK(config_.chunk_bytes > 0 && config_.window_chunks > 0,
                "chunk and window must be positive");
   TICTAC_CHECK(config_.min_chunk > 0 && config_.min_chunk <= config_.max_chunk, "bad chunk bounds");
@@ -53,16 +57,29 @@ void ChunkTuner::finish_sample() {
   acc_chunks_ = 0;
   seen_.clear();
 
-  if (config_.auto_chunk) {
+  if (config_.auto_chunk)
     retune(chunk_, rate_ * std::chrono::duration<double>(config_.target).count());
-    retune(solo_chunk_, rate_ * std::chrono::duration<double>(config_.solo_target).count());
+  const double chunk_s = static_cast<double>(chunk_) / rate_;
+  const bool long_chunks = chunk_s >= std::chrono::duration<double>(config_.long_chunk).count();
+  if (config_.auto_chunk) {
+    if (long_chunks) {
+      solo_chunk_ = chunk_;
+    } else {
+      retune(solo_chunk_, rate_ * std::chrono::duration<double>(config_.solo_target).count());
+    }
   }
   if (config_.auto_window) {
-    const double chunk_s = static_cast<double>(chunk_) / rate_;
-    const double w = 1 + std::ceil(delay_s / chunk_s);
-    window_ = static_cast<std::uint32_t>(std::clamp(w, static_cast<double>(config_.min_window),
-                                                    static_cast<double>(config_.max_window)));
+    window_ = window_for(delay_s, chunk_s);
+    solo_window_ = window_for(delay_s, static_cast<double>(std::max(solo_chunk_, chunk_)) / rate_);
   }
+}
+
+std::uint32_t ChunkTuner::window_for(double delay_s, double chunk_s) const {
+  const double w = 1 + std::ceil(delay_s / chunk_s);
+  const bool long_chunks = chunk_s >= std::chrono::duration<double>(config_.long_chunk).count();
+  const double hi = static_cast<double>(config_.max_window);
+  const double lo = std::min(long_chunks ? 1.0 : static_cast<double>(config_.min_window), hi);
+  return static_cast<std::uint32_t>(std::clamp(w, lo, hi));
 }
 
 void ChunkTuner::retune(std::uint64_t& chunk, double ideal) const {

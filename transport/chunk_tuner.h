@@ -24,6 +24,17 @@
 //    more (every extra chunk in flight adds one chunk time of pre-emption latency). At least 2:
 //    the next chunk is ready while one completes, which covers the loop's own turnaround (with
 //    one, 64 KiB chunks on loopback TCP lost 40 % of the bandwidth; docs/benchmarks.md).
+//  - Long chunks: where even the chosen chunk takes at least `long_chunk` (400 us) at the rate
+//    (a slow link, where min_chunk is above rate x target), per-chunk costs and the loop's
+//    turnaround are small against a chunk's time, so neither solo chunks nor a second chunk in
+//    flight buys bandwidth; both would only add whole chunk times of pre-emption latency. There
+//    the solo chunk is the chunk and the window's floor is 1 (the delay rule above still applies:
+//    a backend whose completion waits for delivery keeps 1 + ceil(delay / chunk time)).
+//  - solo window = the same rule for solo chunks (1 + ceil(delay / solo chunk time), floor 1 when
+//    a solo chunk takes at least long_chunk, as it does at the default 1 ms target): the window
+//    a SendQueue uses while it cuts solo chunks. One 1 ms chunk in flight keeps a TCP link full
+//    (the socket's own buffer covers the turnaround) and halves what a new level waits behind.
+//    The window when the window is fixed.
 // Before the first sample the initial (configured) values apply. Deterministic: time is passed
 // in. Not thread-safe (owned by its SendQueue, on the loop thread).
 #pragma once
@@ -45,6 +56,7 @@ struct ChunkTunerConfig {
   std::uint64_t min_chunk = 64 << 10;
   std::uint64_t max_chunk = 8 << 20;
   std::uint32_t min_window = 2;
+  std::chrono::nanoseconds long_chunk{std::chrono::microseconds(400)};
   std::uint32_t max_window = 64;
   std::chrono::nanoseconds sample_period{std::chrono::milliseconds(2)};
   std::uint32_t sample_chunks = 4;
@@ -67,6 +79,7 @@ class ChunkTuner {
   // solo_target (never below chunk_bytes()). Equal to chunk_bytes() when the chunk is fixed.
   std::uint64_t solo_chunk_bytes() const { return std::max(solo_chunk_, chunk_); }
   std::uint32_t window_chunks() const { return window_; }
+  std::uint32_t solo_window_chunks() const { return solo_window_; }
   double rate_bytes_per_s() const { return rate_; }  // 0 until the first sample
   Time backend_delay() const { return base_; }
   std::uint64_t samples() const { return samples_; }
@@ -76,11 +89,14 @@ class ChunkTuner {
   void finish_sample();
   // Moves `chunk` to the power of two nearest to `ideal` bytes when `ideal` left (chunk/2, chunk*2).
   void retune(std::uint64_t& chunk, double ideal) const;
+  // The window rule above for chunks of `chunk_s` seconds at the current rate.
+  std::uint32_t window_for(double delay_s, double chunk_s) const;
 
   ChunkTunerConfig config_;
   std::uint64_t chunk_;
   std::uint64_t solo_chunk_;
   std::uint32_t window_;
+  std::uint32_t solo_window_;
   double rate_ = 0;
   Time base_{0};
   std::uint64_t samples_ = 0;

@@ -16,7 +16,8 @@ const StringTunable kChunkBytes{"TICTAC_CHUNK_BYTES", "auto",
 const StringTunable kWindow{"TICTAC_WINDOW", "auto",
                             "data chunks in flight per backend device, shared by all its peers "
                             "(1..4096), or auto: enough to keep the link full at the measured rate "
-                            "and backend delay, 2..64 (starts at 2)"};
+                            "and backend delay, 2..64, or 1 where a chunk takes 400 us or more "
+                            "(a slow link; starts at 2)"};
 const DurationTunable kChunkTarget{"TICTAC_CHUNK_TARGET", std::chrono::microseconds(100),
                                    "with TICTAC_CHUNK_BYTES=auto: the time one chunk takes at the "
                                    "measured rate, i.e. the pre-emption latency a chunk adds "

@@ -212,6 +212,16 @@ std::size_t ProgressEngine::iterate(int timeout_ms) {
   }
   if (polled) ++work;
   dispatching_ = true;
+  work += dispatch(events, n, /*then_deferred=*/true);
+  work += run_posted();
+  work += run_due_timers();
+  work += run_deferred();
+  dispatching_ = false;
+  return work;
+}
+
+std::size_t ProgressEngine::dispatch(const epoll_event* events, int n, bool then_deferred) {
+  std::size_t work = 0;
   for (int i = 0; i < n; ++i) {
     const std::uint64_t token = events[i].data.u64;
     if (token == kWakeToken) {
@@ -224,17 +234,19 @@ std::size_t ProgressEngine::iterate(int timeout_ms) {
     auto handler = it->second.handler;   // copy: the handler may unwatch itself
     handler(events[i].events);
     ++work;
-    while (!deferred_.empty()) {
-      Task t = std::move(deferred_.front());
-      deferred_.pop_front();
-      t();
-    }
+    if (then_deferred) run_deferred();
   }
+  return work;
+}
+
+std::size_t ProgressEngine::run_posted() {
   std::deque<Task> tasks = take_inbox();
-  for (Task& t : tasks) {
-    t();
-    ++work;
-  }
+  for (Task& t : tasks) t();
+  return tasks.size();
+}
+
+std::size_t ProgressEngine::run_due_timers() {
+  std::size_t work = 0;
   const auto now = Clock::now();
   while (!timers_.empty() && timers_.begin()->first <= now) {
     const TimerId id = timers_.begin()->second;
@@ -245,15 +257,43 @@ std::size_t ProgressEngine::iterate(int timeout_ms) {
     t();
     ++work;
   }
-  // Deferred work may defer more; it always makes progress on a finite amount of state.
+  return work;
+}
+
+std::size_t ProgressEngine::run_deferred() {
+  // Deferred work may defer more (a flush whose completions pump the next chunks, whose posts
+  // schedule the next flush ...); it always ends on a finite amount of state, and runs to its end
+  // in this iteration. Every kDeferredPerPoll tasks the rest of an iteration runs once in
+  // between, without waiting: draining without that let a sender whose socket never fills
+  // (loopback, a fast receiver) starve every incoming frame, and every task its callbacks posted,
+  // until its stream ended.
+  std::size_t n = 0;
+  std::size_t since_poll = 0;
   while (!deferred_.empty()) {
     Task t = std::move(deferred_.front());
     deferred_.pop_front();
     t();
-    ++work;
+    ++n;
+    if (++since_poll == kDeferredPerPoll && !deferred_.empty()) {
+      since_poll = 0;
+      n += serve_between_deferred();
+    }
   }
-  dispatching_ = false;
-  return work;
+  return n;
+}
+
+std::size_t ProgressEngine::serve_between_deferred() {
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < pollers_.size(); ++i) {  // index loop: a poller may remove pollers
+    auto poll = pollers_[i].poll;                      // copy: it may remove itself
+    if (poll()) ++n;
+  }
+  epoll_event events[64];
+  const int ready = epoll_wait(epfd_, events, 64, 0);
+  n += dispatch(events, ready, /*then_deferred=*/false);  // what they defer joins the drain
+  n += run_posted();
+  n += run_due_timers();
+  return n;
 }
 
 std::deque<Task> ProgressEngine::take_inbox() {

@@ -70,8 +70,12 @@ class ProgressEngine {
   bool on_loop_thread() const;
   // True while the loop is running handlers/tasks/timers (a caller inside a callback).
   bool dispatching() const { return dispatching_; }
-  // Runs `task` later in the current iteration, after the current handler returns.
+  // Runs `task` later in the current iteration, after the current handler returns. Deferred
+  // work that defers more runs to its end in the same iteration, but every kDeferredPerPoll
+  // deferred tasks the loop serves everything else once without waiting (pollers, ready fds,
+  // posted tasks, due timers): a long chain of deferred work cannot starve incoming events.
   void defer(Task task);
+  static constexpr std::size_t kDeferredPerPoll = 64;
   // True when deferred or posted tasks wait: a handler that could go on working (a poller's pump)
   // returns instead, so that, for example, a reply its sink just posted goes out first.
   bool tasks_waiting() const { return !deferred_.empty() || !local_.empty() || inbox_pending(); }
@@ -152,6 +156,17 @@ class ProgressEngine {
 
   bool dispatching_ = false;
   std::deque<Task> deferred_;
+  // Runs deferred tasks until none is left, serving the rest of the loop in between (see
+  // defer()); returns how many tasks, handlers and timers ran.
+  std::size_t run_deferred();
+  // One non-blocking round of everything but deferred work: every poller once, the handlers of
+  // the fds that are ready, posted tasks, due timers. Returns how many found or did work.
+  std::size_t serve_between_deferred();
+  // Runs the handlers of `n` ready events (reads the wake eventfd); after each, the deferred
+  // work when `then_deferred`.
+  std::size_t dispatch(const epoll_event* events, int n, bool then_deferred);
+  std::size_t run_posted();      // the inbox's and the loop's own posted tasks, in order
+  std::size_t run_due_timers();  // timers whose time has come
   std::deque<Task> local_;  // post() from the loop thread: taken with the inbox
   struct Watch {
     int fd;

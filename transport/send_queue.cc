@@ -94,9 +94,11 @@ std::optional<Chunk> SendQueue::take(Level& level, const std::function<bool(Peer
 
 std::optional<Chunk> SendQueue::pop(const std::function<bool(PeerId)>& can_send) {
   if (auto c = take(control_, can_send)) return c;
-  if (in_flight_ >= tuner_.window_chunks()) return std::nullopt;
   const std::chrono::nanoseconds t = config_.auto_chunk || config_.auto_window ? now() : std::chrono::nanoseconds{0};
-  pop_chunk_ = config_.auto_chunk && solo_at(t) ? tuner_.solo_chunk_bytes() : tuner_.chunk_bytes();
+  const bool solo = config_.auto_chunk && solo_at(t);
+  if (in_flight_ >= (solo ? tuner_.solo_window_chunks() : tuner_.window_chunks()))
+    return std::nullopt;
+  pop_chunk_ = solo ? tuner_.solo_chunk_bytes() : tuner_.chunk_bytes();
   for (auto it = levels_.begin(); it != levels_.end();) {
     std::optional<Chunk> c = take(it->second, can_send);
     if (it->second.ring.empty()) {

@@ -24,9 +24,11 @@
 //    enforce_priority = false, so FIFO runs cut the same chunks) and no other level is queued,
 //    pop() cuts chunks of the tuner's solo size (rate x solo_chunk_target, 1 ms by default instead
 //    of 100 us): fewer chunks, frames, system calls and wake-ups for single-level traffic such as
-//    a plain allreduce. A push of another level ends it at once; only the chunks already popped
-//    (at most the window) are of the solo size, so a new level waits at most window x solo target
-//    once after a single-level stretch. The queue starts in the normal (small-chunk) mode.
+//    a plain allreduce. While solo, the window is the tuner's solo window (one chunk in flight
+//    where a solo chunk's time covers the backend's delay, as on TCP). A push of another level
+//    ends it at once; only the chunks already popped (at most the solo window) are of the solo
+//    size, so a new level waits at most solo window x solo target once after a single-level
+//    stretch. The queue starts in the normal (small-chunk) mode.
 //  - With enforce_priority = false every message is treated as one level (plain FIFO), for
 //    comparisons.
 // Not thread-safe: owned by the loop thread of its Context. Never blocks. Broken invariants (a

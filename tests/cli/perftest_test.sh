@@ -55,6 +55,11 @@ done
 # buffers data, so this holds on any machine; on tcp the socket buffers hold all 8 MiB at once.
 perf "$tmp/prio" --backend loopback --test priority --local --bulk 8M --chunk 64K --window 1
 check "$tmp/prio" "d['bulk_before_hi_priority'] < d['bulk_messages']" "loopback priority order"
+# --hi-after: the message is submitted only once the bulk up to 4 MiB has landed (64 KiB + 8 of
+# 15 even messages of 8 MiB - 64 KiB: 9 messages), and still overtakes the rest.
+perf "$tmp/prio" --backend loopback --test priority --local --bulk 8M --hi-after 4M --chunk 64K --window 1
+check "$tmp/prio" "d['hi_after']==4194304 and 9 <= d['bulk_before_hi_priority'] < d['bulk_messages']" \
+  "loopback priority --hi-after"
 
 out=$(timeout 60 "$tictac" perftest --backend loopback --test lat --local --iters 10 --warmup 0) || fail "table format exited $?"
 grep -Eq '^  lat_us_median +[0-9.e+-]+$' <<<"$out" || fail "table format lacks lat_us_median: $out"
@@ -121,6 +126,8 @@ bad --local --test lat --size 2G
 bad --local --test lat --bulk 1M
 bad --local --test lat --outstanding 4
 bad --local --test priority --warmup 3
+bad --local --test priority --bulk 1M --hi-after 1M
+bad --local --test bw --hi-after 1M
 bad --local --test bw --iters 1 --warmup 0
 bad --local --test bw --size 1G --outstanding 64
 bad --local --chunk 0

@@ -49,7 +49,33 @@ TEST(ChunkTuner, OneGbitLinkGetsSmallChunksAndTheMinimumWindow) {
   EXPECT_GE(t.samples(), 1u);
   EXPECT_NEAR(t.rate_bytes_per_s(), 125e6, 125e4);
   EXPECT_EQ(t.chunk_bytes(), 64u << 10);  // 125 MB/s x 500 us = 62.5 KB -> 64 KiB
-  EXPECT_EQ(t.window_chunks(), 2u);       // no backend delay beyond the transmission: the minimum
+  // No backend delay beyond the transmission, and a 64 KiB chunk takes 524 us (>= long_chunk):
+  // one chunk in flight.
+  EXPECT_EQ(t.window_chunks(), 1u);
+}
+
+// Long chunks (ChunkTunerConfig::long_chunk): at 1 Gbit/s even the smallest chunk takes 524 us,
+// so there are no solo chunks and one chunk in flight; at 2.26 Gbit/s (232 us) both stay, and a
+// backend delay still widens the window on a slow link.
+TEST(ChunkTuner, LongChunksOnASlowLinkMeanNoSoloChunksAndOneInFlight) {
+  ChunkTunerConfig c = auto_config();
+  c.target = std::chrono::microseconds(100);
+  c.solo_target = std::chrono::milliseconds(1);
+  ChunkTuner slow(c);
+  feed(slow, 125e6, nanoseconds{0}, 100);
+  EXPECT_EQ(slow.chunk_bytes(), 64u << 10);
+  EXPECT_EQ(slow.solo_chunk_bytes(), 64u << 10);  // not 128 KiB (125 MB/s x 1 ms)
+  EXPECT_EQ(slow.window_chunks(), 1u);
+  // Counter-check: a faster link whose 64 KiB chunk takes less than long_chunk keeps both.
+  ChunkTuner faster(c);
+  feed(faster, 282e6, nanoseconds{0}, 200);
+  EXPECT_EQ(faster.chunk_bytes(), 64u << 10);
+  EXPECT_EQ(faster.solo_chunk_bytes(), 256u << 10);  // 282 MB/s x 1 ms
+  EXPECT_EQ(faster.window_chunks(), 2u);
+  // The delay rule still applies on a slow link: 1 ms of delay at 524 us a chunk -> 1 + 2.
+  ChunkTuner delayed(c);
+  feed(delayed, 125e6, nanoseconds{0}, 100, std::chrono::milliseconds(1));
+  EXPECT_EQ(delayed.window_chunks(), 3u);
 }
 
 TEST(ChunkTuner, TheDefaultTargetIs100Microseconds) {
@@ -89,7 +115,7 @@ TEST(ChunkTuner, QueueingBehindTheWindowIsNotBackendDelay) {
     t.on_done(bytes, 3 * bytes, now - 4 * tx, now, true);
   }
   EXPECT_LT(t.backend_delay(), std::chrono::microseconds(50));
-  EXPECT_EQ(t.window_chunks(), 2u);  // the minimum, not 4
+  EXPECT_EQ(t.window_chunks(), 1u);  // the minimum for 524 us chunks (long_chunk), not 4
 }
 
 TEST(ChunkTuner, AdaptsOnlineWhenTheRateChanges) {
@@ -213,6 +239,25 @@ TEST(SendQueueTuned, ChunksShrinkOnASlowLinkAndWholeMessagesStayWhole) {
   EXPECT_EQ(fixed.back(), 1u << 20);
 }
 
+// The solo window: one solo chunk in flight where its time covers the backend's delay (a 1 ms
+// chunk on TCP), more where completion waits for a longer delay; a fixed window is kept.
+TEST(ChunkTuner, SoloWindowCoversTheDelayWithSoloChunks) {
+  ChunkTunerConfig c = auto_config();
+  c.target = std::chrono::microseconds(100);
+  c.solo_target = std::chrono::milliseconds(1);
+  ChunkTuner tcp(c);
+  feed(tcp, 1e9, nanoseconds{0}, 400);
+  EXPECT_EQ(tcp.window_chunks(), 2u);       // 128 KiB chunks take 131 us: the floor of 2
+  EXPECT_EQ(tcp.solo_window_chunks(), 1u);  // 1 MiB solo chunks take 1 ms
+  ChunkTuner delayed(c);
+  feed(delayed, 1e9, nanoseconds{0}, 400, std::chrono::microseconds(1500));
+  EXPECT_EQ(delayed.solo_window_chunks(), 3u);  // 1 + ceil(1.5 ms / 1.05 ms)
+  c.auto_window = false;  // counter-check: a fixed window is the solo window too
+  ChunkTuner fixed(c);
+  feed(fixed, 1e9, nanoseconds{0}, 400);
+  EXPECT_EQ(fixed.solo_window_chunks(), 2u);
+}
+
 TEST(ChunkTuner, SoloChunkIsTheRateTimesTheSoloTarget) {
   ChunkTunerConfig c = auto_config();
   c.target = std::chrono::microseconds(100);
@@ -277,7 +322,7 @@ TEST(SendQueueTuned, AnotherLevelEndsSoloChunksAtOnce) {
   const auto run = solo_run(std::chrono::milliseconds(1), std::chrono::milliseconds(150));
   EXPECT_EQ(length_at(run, std::chrono::milliseconds(140)), 1u << 20);
   // From the push on, two levels are queued: normal chunks (the first completion after the push
-  // may still be a solo chunk popped before it; the window holds at most 2).
+  // may still be a solo chunk popped before it; the solo window holds one).
   EXPECT_EQ(length_at(run, std::chrono::milliseconds(155)), 64u << 10);
   EXPECT_EQ(length_at(run, std::chrono::milliseconds(300)), 64u << 10);
 }
