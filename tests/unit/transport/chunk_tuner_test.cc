@@ -26,6 +26,14 @@ ChunkTunerConfig auto_config() {
   return c;  // chunks 64K..8M, windows 2..64
 }
 
+// auto_config() with the default targets: 100 us chunks, 1 ms solo chunks.
+ChunkTunerConfig default_targets() {
+  ChunkTunerConfig c = auto_config();
+  c.target = std::chrono::microseconds(100);
+  c.solo_target = std::chrono::milliseconds(1);
+  return c;
+}
+
 // A backlogged link of `rate` bytes/s: each chunk of the tuner's current size completes one
 // transmission time after the previous one, `extra` after it was popped beyond its own
 // transmission (the backend's delay). Returns the time after the last completion.
@@ -58,9 +66,7 @@ TEST(ChunkTuner, OneGbitLinkGetsSmallChunksAndTheMinimumWindow) {
 // so there are no solo chunks and one chunk in flight; at 2.26 Gbit/s (232 us) both stay, and a
 // backend delay still widens the window on a slow link.
 TEST(ChunkTuner, LongChunksOnASlowLinkMeanNoSoloChunksAndOneInFlight) {
-  ChunkTunerConfig c = auto_config();
-  c.target = std::chrono::microseconds(100);
-  c.solo_target = std::chrono::milliseconds(1);
+  ChunkTunerConfig c = default_targets();
   ChunkTuner slow(c);
   feed(slow, 125e6, nanoseconds{0}, 100);
   EXPECT_EQ(slow.chunk_bytes(), 64u << 10);
@@ -242,9 +248,7 @@ TEST(SendQueueTuned, ChunksShrinkOnASlowLinkAndWholeMessagesStayWhole) {
 // The solo window: one solo chunk in flight where its time covers the backend's delay (a 1 ms
 // chunk on TCP), more where completion waits for a longer delay; a fixed window is kept.
 TEST(ChunkTuner, SoloWindowCoversTheDelayWithSoloChunks) {
-  ChunkTunerConfig c = auto_config();
-  c.target = std::chrono::microseconds(100);
-  c.solo_target = std::chrono::milliseconds(1);
+  ChunkTunerConfig c = default_targets();
   ChunkTuner tcp(c);
   feed(tcp, 1e9, nanoseconds{0}, 400);
   EXPECT_EQ(tcp.window_chunks(), 2u);       // 128 KiB chunks take 131 us: the floor of 2
@@ -259,9 +263,7 @@ TEST(ChunkTuner, SoloWindowCoversTheDelayWithSoloChunks) {
 }
 
 TEST(ChunkTuner, SoloChunkIsTheRateTimesTheSoloTarget) {
-  ChunkTunerConfig c = auto_config();
-  c.target = std::chrono::microseconds(100);
-  c.solo_target = std::chrono::milliseconds(1);
+  ChunkTunerConfig c = default_targets();
   ChunkTuner t(c);
   EXPECT_EQ(t.solo_chunk_bytes(), 256u << 10);  // the initial value until the first sample
   feed(t, 1e9, nanoseconds{0}, 400);
