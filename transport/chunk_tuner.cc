@@ -60,9 +60,8 @@ void ChunkTuner::finish_sample() {
   if (config_.auto_chunk)
     retune(chunk_, rate_ * std::chrono::duration<double>(config_.target).count());
   const double chunk_s = static_cast<double>(chunk_) / rate_;
-  const bool long_chunks = chunk_s >= std::chrono::duration<double>(config_.long_chunk).count();
   if (config_.auto_chunk) {
-    if (long_chunks) {
+    if (is_long(chunk_s)) {
       solo_chunk_ = chunk_;
     } else {
       retune(solo_chunk_, rate_ * std::chrono::duration<double>(config_.solo_target).count());
@@ -74,11 +73,14 @@ void ChunkTuner::finish_sample() {
   }
 }
 
+bool ChunkTuner::is_long(double chunk_s) const {
+  return chunk_s >= std::chrono::duration<double>(config_.long_chunk).count();
+}
+
 std::uint32_t ChunkTuner::window_for(double delay_s, double chunk_s) const {
   const double w = 1 + std::ceil(delay_s / chunk_s);
-  const bool long_chunks = chunk_s >= std::chrono::duration<double>(config_.long_chunk).count();
   const double hi = static_cast<double>(config_.max_window);
-  const double lo = std::min(long_chunks ? 1.0 : static_cast<double>(config_.min_window), hi);
+  const double lo = std::min(is_long(chunk_s) ? 1.0 : static_cast<double>(config_.min_window), hi);
   return static_cast<std::uint32_t>(std::clamp(w, lo, hi));
 }
 

@@ -91,6 +91,7 @@ class ChunkTuner {
   void retune(std::uint64_t& chunk, double ideal) const;
   // The window rule above for chunks of `chunk_s` seconds at the current rate.
   std::uint32_t window_for(double delay_s, double chunk_s) const;
+  bool is_long(double chunk_s) const;  // a chunk of chunk_s seconds is a long chunk (above)
 
   ChunkTunerConfig config_;
   std::uint64_t chunk_;
