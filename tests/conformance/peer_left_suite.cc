@@ -80,8 +80,8 @@ TEST_P(Conformance, AMessageLeftByAPeerThatIsTooLargeForTheReceiveFailsThatRecei
   ASSERT_TRUE(rec.wait(2));
   // Both have arrived once a later message on the same connection has (frames are delivered in
   // order). A completed send alone does not say so on every backend: over UCX shared memory it
-  // means the frame is in the peer's FIFO, and a receiver that processes the disconnect first
-  // loses it (docs/ucx.md, "Failure handling"; the case this test is not about).
+  // means the frame is in the peer's FIFO (the UCX close's goodbye covers that case; it has a test
+  // of its own, UcxBackend.FramesSentBeforeAHealthyCloseAllArrive; this one is not about it).
   Buffer mark_out(16, 3, true), mark_in(16);
   a_->send(ab_, 8, mark_out.region, 0, 16, 0, rec.make("mark-sent"));
   b_->recv(ba_, 8, mark_in.region, 0, 16, rec.make("mark"));

@@ -66,6 +66,8 @@ class UcxBackend final : public Backend {
   void shutdown() override {
     listeners_.clear();
     connectors_.shutdown();  // abandoned: no report
+    // The connections were closed just before (Core::close): let their goodbyes finish.
+    if (worker_) worker_->finish_goodbyes_now();
   }
 
  private:

@@ -12,6 +12,14 @@ UcxConnector::UcxConnector(UcxWorker& worker, std::string address, Clock::time_p
       retry_(worker.engine(), deadline, scaffold::Backoff::for_sockets(), std::move(on_done),
              std::move(finished), [this] { ep_.reset(); }) {}
 
+namespace {
+// UCX cannot wire up endpoints whose lanes differ: a listening peer with other transports or
+// another rendezvous scheme fails every attempt the same way ("Endpoint is not connected").
+constexpr const char* kListeningHint =
+    "is the peer listening? If it is, both sides must enable the same UCX transports and "
+    "rendezvous scheme: compare UCX_TLS, TICTAC_UCX_RNDV_SCHEME and UCX_RNDV_SCHEME";
+}  // namespace
+
 UcxConnector::~UcxConnector() { abandon(); }
 
 void UcxConnector::start() {
@@ -22,9 +30,9 @@ void UcxConnector::start() {
     return;
   }
   addr_ = *addr;
-  retry_.watch_deadline(Status(
-      StatusCode::timeout, "connecting to ucx://" + address_ +
-                               " did not complete within the timeout (is the peer listening?)"));
+  retry_.watch_deadline(Status(StatusCode::timeout, "connecting to ucx://" + address_ +
+                                                        " did not complete within the timeout (" +
+                                                        kListeningHint + ")"));
   retry_.schedule(Clock::now(), [this] { attempt(); });
 }
 
@@ -94,7 +102,7 @@ void UcxConnector::retry_or_fail(const Status& why) {
   ++attempt_;  // late events of the failed attempt are ignored
   retry_.retry([this] { attempt(); },
                Status(StatusCode::timeout,
-                      why.message() + " (gave up at the connect deadline; is the peer listening?)",
+                      why.message() + " (gave up at the connect deadline; " + kListeningHint + ")",
                       why.origin()));
 }
 

@@ -204,7 +204,8 @@ void UcxEndpoint::deliver() {
     // Reported (and the endpoint closed) only after a progress round that brought no frame:
     // active messages UCX hands over after its error callback are still delivered, where a
     // closed endpoint's would be dropped. Frames still in a shared-memory FIFO when UCX tears
-    // the failed endpoint down are not covered (docs/ucx.md, "Failure handling").
+    // the failed endpoint down are not covered here: a healthy close's goodbye covers them
+    // (UcxWorker::close_ep; docs/ucx.md, "Failure handling").
     if (!receiving_ && frames_arrived_ != frames_at_drain_ &&
         failure_drain_rounds_ < kMaxFailureDrainRounds) {
       frames_at_drain_ = frames_arrived_;

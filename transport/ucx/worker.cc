@@ -51,6 +51,16 @@ Result<std::unique_ptr<UcxWorker>> UcxWorker::create(ProgressEngine& engine,
   st = ucp_worker_set_am_recv_handler(worker, &am);
   if (st != UCS_OK)
     return from_ucs(StatusCode::unavailable, "cannot install the active message handler", st);
+  ucp_am_handler_param_t bye{};
+  bye.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                   UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  bye.id = kGoodbyeAmId;
+  bye.flags = UCP_AM_FLAG_WHOLE_MSG;
+  bye.cb = &UcxWorker::on_goodbye_am;
+  bye.arg = w.get();
+  st = ucp_worker_set_am_recv_handler(worker, &bye);
+  if (st != UCS_OK)
+    return from_ucs(StatusCode::unavailable, "cannot install the goodbye message handler", st);
   UcxWorker* raw = w.get();
   Status watched =
       engine.watch_polled(efd, EPOLLIN, [raw](std::uint32_t) { (void)raw->pump(/*arm=*/true); });
@@ -72,11 +82,15 @@ UcxWorker::UcxWorker(ProgressEngine& engine, std::shared_ptr<UcpContext> context
 UcxWorker::~UcxWorker() {
   if (poller_ != 0) engine_.remove_poller(poller_);
   engine_.unwatch(efd_);
-  // Endpoints are gone (the core closes them before backends); finish their close requests.
+  // Endpoints are gone (the core closes them before backends); finish their goodbyes (each
+  // bounded by kGoodbyeWait; peers closing at the same time acknowledge each other's) and their
+  // close requests.
   const auto deadline = Clock::now() + kCloseDrain;
-  while (!closing_.empty() && Clock::now() < deadline) {
+  while ((!closing_.empty() || !goodbyes_.empty()) && Clock::now() < deadline) {
     ucp_worker_progress(worker_);
     later_.clear();
+    send_acks();
+    finish_goodbyes();
   }
   if (!closing_.empty()) {
     TICTAC_LOG(warn) << "UCX: " << closing_.size() << " endpoint close(s) did not finish within "
@@ -104,6 +118,103 @@ UcxEndpoint* UcxWorker::find(std::uint64_t serial) const {
 }
 
 void UcxWorker::close_ep(ucp_ep_h ep, bool force) {
+  // A peer that said goodbye reads nothing more and closes once acknowledged (or soon after): no
+  // goodbye back, and no flush, which would wait on a peer that is gone. Its frames are all here.
+  if (peer_left_.count(ep) != 0) force = true;
+  if (force || !send_goodbye(ep, /*ack=*/false)) {
+    close_now(ep, force);
+    return;
+  }
+  const auto deadline = Clock::now() + kGoodbyeWait;
+  goodbyes_[ep] = Goodbye{deadline};
+  engine_.add_timer(deadline, lifetime_.guard([this] { finish_goodbyes(); }));
+  kick();
+}
+
+namespace {
+// One-byte headers of the goodbye messages (static: UCX reads the header until the send completes).
+constexpr std::uint8_t kGoodbye = 1;
+constexpr std::uint8_t kGoodbyeAck = 2;
+const std::uint8_t kGoodbyeHeaders[2] = {kGoodbye, kGoodbyeAck};
+}  // namespace
+
+bool UcxWorker::send_goodbye(ucp_ep_h ep, bool ack) {
+  ucp_request_param_t p{};
+  p.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+  // REPLY: the peer learns which of its endpoints it came on. EAGER: on the lane the frames took.
+  p.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
+  p.cb.send = &UcxWorker::on_goodbye_sent;
+  p.memory_type = kMemoryType;
+  const ucs_status_ptr_t r =
+      ucp_am_send_nbx(ep, kGoodbyeAmId, &kGoodbyeHeaders[ack ? 1 : 0], 1, nullptr, 0, &p);
+  return !UCS_PTR_IS_ERR(r);
+}
+
+void UcxWorker::on_goodbye_sent(void* request, ucs_status_t, void*) { ucp_request_free(request); }
+
+ucs_status_t UcxWorker::on_goodbye_am(void* arg, const void* header, size_t header_length, void*,
+                                      size_t, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxWorker*>(arg);
+  const bool has_ep =
+      (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) != 0 && param->reply_ep != nullptr;
+  if (!has_ep || header_length != 1) return UCS_OK;  // not ours to answer: ignored
+  const std::uint8_t kind = *static_cast<const std::uint8_t*>(header);
+  if (kind == kGoodbye) {
+    // Every frame the peer sent before it has been handed to our endpoint (on_am): acknowledge,
+    // outside this callback.
+    self->peer_left_.insert(param->reply_ep);
+    self->acks_due_.push_back(param->reply_ep);
+    self->later([self] { self->send_acks(); });
+  } else if (kind == kGoodbyeAck) {
+    auto it = self->goodbyes_.find(param->reply_ep);
+    if (it != self->goodbyes_.end()) {
+      it->second.acked = true;
+      self->later([self] { self->finish_goodbyes(); });
+    }
+  }
+  return UCS_OK;
+}
+
+void UcxWorker::finish_goodbyes_now() {
+  const auto deadline = Clock::now() + kGoodbyeWait;
+  while (!goodbyes_.empty() && Clock::now() < deadline) {
+    ucp_worker_progress(worker_);
+    send_acks();
+    finish_goodbyes();
+  }
+  finish_goodbyes();
+}
+
+void UcxWorker::send_acks() {
+  std::vector<ucp_ep_h> due;
+  due.swap(acks_due_);
+  for (ucp_ep_h ep : due) {
+    // Open here: registered, or saying goodbye itself (both sides closing at once).
+    if (by_ep_.count(ep) != 0 || goodbyes_.count(ep) != 0) (void)send_goodbye(ep, /*ack=*/true);
+  }
+  if (!due.empty()) kick();  // the sends need progress
+}
+
+void UcxWorker::finish_goodbyes() {
+  const auto now = Clock::now();
+  for (auto it = goodbyes_.begin(); it != goodbyes_.end();) {
+    if (!it->second.acked && now < it->second.deadline) {
+      ++it;
+      continue;
+    }
+    if (!it->second.acked) {
+      TICTAC_LOG(debug) << "UCX: a peer did not acknowledge the goodbye within "
+                        << kGoodbyeWait.count() << " ms; closing the endpoint anyway";
+    }
+    const ucp_ep_h ep = it->first;
+    it = goodbyes_.erase(it);
+    close_now(ep, /*force=*/false);
+  }
+}
+
+void UcxWorker::close_now(ucp_ep_h ep, bool force) {
+  peer_left_.erase(ep);
   ucp_request_param_t p{};
   p.op_attr_mask =
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
@@ -216,7 +327,15 @@ bool UcxWorker::poll() {
 void UcxWorker::on_ep_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
   auto* self = static_cast<UcxWorker*>(arg);
   auto it = self->by_ep_.find(ep);
-  if (it != self->by_ep_.end()) it->second->on_error(status);
+  if (it != self->by_ep_.end()) {
+    it->second->on_error(status);
+  } else if (self->goodbyes_.count(ep) != 0) {
+    // Failed while waiting for the acknowledgement: nothing to wait for; close it (forced, as
+    // after any error) outside this callback.
+    self->later([self, ep] {
+      if (self->goodbyes_.erase(ep) != 0) self->close_now(ep, /*force=*/true);
+    });
+  }
 }
 
 ucs_status_t UcxWorker::on_am(void* arg, const void* header, size_t header_length, void* data,

@@ -55,8 +55,19 @@ class UcxWorker {
   void unregister_ep(ucp_ep_h ep, std::uint64_t serial);
   UcxEndpoint* find(std::uint64_t serial) const;
   // Starts closing `ep` (force: without flushing, as required after an error); the worker keeps
-  // the close request until it completes.
+  // the close request until it completes. A close without force says goodbye first: it sends a
+  // goodbye active message and closes once the peer's worker acknowledges it, or after
+  // kGoodbyeWait, or at once if the endpoint fails meanwhile. The peer acknowledges after UCX has
+  // handed it every frame sent before the goodbye (one lane, in order), so frames whose sends
+  // completed are in the peer's hands before it sees the disconnect. Without it, over shared
+  // memory, a completed send only meant the frame was in the peer's FIFO, and a peer that handled
+  // the disconnect first never read it (docs/ucx.md, "Failure handling").
   void close_ep(ucp_ep_h ep, bool force);
+  // At shutdown (the loop is about to stop): progresses UCX, and nothing else, until every
+  // goodbye is acknowledged or has waited kGoodbyeWait, acknowledging the peers' goodbyes, so the
+  // endpoints' closes start before the loop stops (a peer would otherwise see the disconnect only
+  // when the worker is destroyed).
+  void finish_goodbyes_now();
 
   // ucp_ep_params_t.err_handler for every endpoint of this worker (arg = the worker): routes a
   // peer failure (UCP_ERR_HANDLING_MODE_PEER) to the registered owner.
@@ -70,6 +81,9 @@ class UcxWorker {
   // The ucp_request_param_t fields every operation sets: memory type (host) stated explicitly.
   static constexpr ucs_memory_type_t kMemoryType = UCS_MEMORY_TYPE_HOST;
   static constexpr unsigned kAmId = 0x7C;  // tictac frames
+  // Goodbye and its acknowledgement (close_ep): a one-byte header, kGoodbye or kGoodbyeAck.
+  static constexpr unsigned kGoodbyeAmId = 0x7D;
+  static constexpr std::chrono::milliseconds kGoodbyeWait{1000};
 
  private:
   UcxWorker(ProgressEngine& engine, std::shared_ptr<UcpContext> context, ucp_worker_h worker,
@@ -89,6 +103,17 @@ class UcxWorker {
   static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data,
                             size_t length, const ucp_am_recv_param_t* param);
   static void on_close_done(void* request, ucs_status_t status, void* user_data);
+  static ucs_status_t on_goodbye_am(void* arg, const void* header, size_t header_length, void* data,
+                                    size_t length, const ucp_am_recv_param_t* param);
+  static void on_goodbye_sent(void* request, ucs_status_t status, void* user_data);
+  // ucp_ep_close_nbx now; the worker keeps the request.
+  void close_now(ucp_ep_h ep, bool force);
+  // Sends a goodbye (or its acknowledgement, `ack`) on `ep`; false if UCX refused at once.
+  bool send_goodbye(ucp_ep_h ep, bool ack);
+  // Acknowledges the goodbyes that arrived (acks_due_) on endpoints still open here.
+  void send_acks();
+  // Closes the endpoints whose goodbye was acknowledged or has waited kGoodbyeWait.
+  void finish_goodbyes();
 
   ProgressEngine& engine_;
   std::shared_ptr<UcpContext> context_;
@@ -106,6 +131,14 @@ class UcxWorker {
   std::unordered_map<ucp_ep_h, UcxEndpoint*> by_ep_;
   std::unordered_map<std::uint64_t, UcxEndpoint*> by_serial_;
   std::unordered_set<void*> closing_;
+  struct Goodbye {
+    Clock::time_point deadline;
+    bool acked = false;
+  };
+  // Endpoints that said goodbye and wait for the acknowledgement (unregistered already).
+  std::unordered_map<ucp_ep_h, Goodbye> goodbyes_;
+  std::vector<ucp_ep_h> acks_due_;  // goodbyes received, to acknowledge outside UCX callbacks
+  std::unordered_set<ucp_ep_h> peer_left_;  // open endpoints whose peer said goodbye
   scaffold::LoopLifetime lifetime_;  // pumps check it after running queued work
 };
 
