@@ -162,9 +162,12 @@ ucs_status_t UcxWorker::on_goodbye_am(void* arg, const void* header, size_t head
   const std::uint8_t kind = *static_cast<const std::uint8_t*>(header);
   if (kind == kGoodbye) {
     // Every frame the peer sent before it has been handed to our endpoint (on_am): acknowledge,
-    // outside this callback.
-    self->peer_left_.insert(param->reply_ep);
-    self->acks_due_.push_back(param->reply_ep);
+    // outside this callback. Only endpoints still open here are remembered (a closed one's
+    // address may be reused by a new endpoint).
+    const ucp_ep_h ep = param->reply_ep;
+    if (self->by_ep_.count(ep) == 0 && self->goodbyes_.count(ep) == 0) return UCS_OK;
+    self->peer_left_.insert(ep);
+    self->acks_due_.push_back(ep);
     self->later([self] { self->send_acks(); });
   } else if (kind == kGoodbyeAck) {
     auto it = self->goodbyes_.find(param->reply_ep);
