@@ -82,15 +82,14 @@ UcxWorker::UcxWorker(ProgressEngine& engine, std::shared_ptr<UcpContext> context
 UcxWorker::~UcxWorker() {
   if (poller_ != 0) engine_.remove_poller(poller_);
   engine_.unwatch(efd_);
-  // Endpoints are gone (the core closes them before backends); finish their goodbyes (each
-  // bounded by kGoodbyeWait; peers closing at the same time acknowledge each other's) and their
-  // close requests.
+  // Endpoints are gone (the core closes them before backends); finish their goodbyes (bounded by
+  // kGoodbyeWait; peers closing at the same time acknowledge each other's), then their close
+  // requests, all within kCloseDrain.
   const auto deadline = Clock::now() + kCloseDrain;
-  while ((!closing_.empty() || !goodbyes_.empty()) && Clock::now() < deadline) {
+  finish_goodbyes_now();
+  while (!closing_.empty() && Clock::now() < deadline) {
     ucp_worker_progress(worker_);
     later_.clear();
-    send_acks();
-    finish_goodbyes();
   }
   if (!closing_.empty()) {
     TICTAC_LOG(warn) << "UCX: " << closing_.size() << " endpoint close(s) did not finish within "
