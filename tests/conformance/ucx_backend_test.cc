@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tests/conformance/harness.h"
@@ -71,11 +72,32 @@ class EnvFor {
 };
 
 // Rendezvous payloads are read by the receiver (get_zcopy) unless the user chose: UCX 1.13's auto
-// scheme put them on tcp even over shared memory (docs/ucx.md). A bad value is refused by name.
+// scheme put them on tcp even over shared memory (docs/ucx.md). Where UCX_TLS allows only tcp,
+// which has no get, the default is put_zcopy. A bad value is refused by name.
 TEST(UcxBackend, RendezvousSchemeIsGetZcopyUnlessTheUserChoseOne) {
   EnvFor no_ucx_choice("UCX_RNDV_SCHEME", nullptr);
+  EnvFor unset("TICTAC_UCX_RNDV_SCHEME", nullptr);
+  const std::pair<const char*, const char*> defaults[] = {{nullptr, "rendezvous get_zcopy"},
+                                                          {"sm,tcp", "rendezvous get_zcopy"},
+                                                          {"tcp", "rendezvous put_zcopy"},
+                                                          {"tcp,self", "rendezvous put_zcopy"},
+                                                          {"^sm", "rendezvous get_zcopy"}};
+  for (const auto& [tls, want] : defaults) {
+    EnvFor lanes("UCX_TLS", tls);
+    const Viability v = ucx::create()->viability();
+    ASSERT_TRUE(v.viable) << (tls ? tls : "unset") << ": " << v.reason;
+    EXPECT_NE(v.reason.find(want), std::string::npos) << (tls ? tls : "unset") << ": " << v.reason;
+  }
   {
-    EnvFor unset("TICTAC_UCX_RNDV_SCHEME", nullptr);
+    EnvFor empty("TICTAC_UCX_RNDV_SCHEME", "");  // empty = unset
+    EnvFor lanes("UCX_TLS", "tcp");
+    const Viability v = ucx::create()->viability();
+    ASSERT_TRUE(v.viable) << v.reason;
+    EXPECT_NE(v.reason.find("rendezvous put_zcopy"), std::string::npos) << v.reason;
+  }
+  {
+    EnvFor ours("TICTAC_UCX_RNDV_SCHEME", "get_zcopy");  // a value wins over the UCX_TLS default
+    EnvFor lanes("UCX_TLS", "tcp");
     const Viability v = ucx::create()->viability();
     ASSERT_TRUE(v.viable) << v.reason;
     EXPECT_NE(v.reason.find("rendezvous get_zcopy"), std::string::npos) << v.reason;

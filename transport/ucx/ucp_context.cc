@@ -1,5 +1,6 @@
 #include "transport/ucx/ucp_context.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -11,10 +12,12 @@ namespace tictac::transport::ucx {
 namespace {
 
 const StringTunable kRndvScheme{
-    "TICTAC_UCX_RNDV_SCHEME", "get_zcopy",
-    "UCX backend: UCX's rendezvous scheme (its RNDV_SCHEME) unless UCX_RNDV_SCHEME is set: "
-    "get_zcopy = the receiver reads the payload (over shared memory one CMA copy); auto = UCX's "
-    "own choice, which on loopback puts rendezvous payloads on tcp (3x slower over shared memory)"};
+    "TICTAC_UCX_RNDV_SCHEME", "",
+    "UCX backend: UCX's rendezvous scheme (its RNDV_SCHEME) unless UCX_RNDV_SCHEME is set. Unset: "
+    "put_zcopy where UCX_TLS allows only tcp (with self, cuda_copy or rocm_copy), get_zcopy "
+    "otherwise. get_zcopy = the receiver reads the payload (over shared memory one CMA copy, over "
+    "RDMA one read); auto = UCX's own choice, which on loopback puts rendezvous payloads on tcp "
+    "(3x slower over shared memory)"};
 
 // Whether a UCX_TLS value can select a shared-memory transport (UCX warns about MM settings
 // when none is in use).
@@ -25,6 +28,35 @@ bool may_use_shared_memory(const char* tls) {
     if (t.find(word) != std::string::npos) return true;
   }
   return false;
+}
+
+// Whether UCX_TLS allows tcp and, for host memory, nothing else: tcp has no get, so get_zcopy
+// rendezvous falls back to active-message fragments copied at the receiver, while put_zcopy
+// writes into the destination (4 MiB over loopback tcp: 66-79 % of ucx_perftest against 61-71 %,
+// paired runs in docs/ucx.md).
+bool tcp_only(const char* tls) {
+  if (tls == nullptr || *tls == '\0') return false;
+  std::string t(tls);
+  bool has_tcp = false;
+  std::size_t start = 0;
+  while (start <= t.size()) {
+    const std::size_t comma = std::min(t.find(',', start), t.size());
+    const std::string word = t.substr(start, comma - start);
+    if (word == "tcp") {
+      has_tcp = true;
+    } else if (word != "self" && word != "cuda_copy" && word != "rocm_copy" && !word.empty()) {
+      return false;  // anything else (sm, rc, ud, dc, ib, ^..., all) may give a lane with get
+    }
+    start = comma + 1;
+  }
+  return has_tcp;
+}
+
+// TICTAC_UCX_RNDV_SCHEME, or the default for this UCX_TLS (above) when it is unset or empty.
+std::string tictac_scheme(const char* tls) {
+  Result<std::string> chosen = kRndvScheme.get();
+  if (chosen.ok() && !chosen->empty()) return *chosen;
+  return tcp_only(tls) ? "put_zcopy" : "get_zcopy";
 }
 
 }  // namespace
@@ -47,19 +79,20 @@ Result<std::shared_ptr<UcpContext>> UcpContext::create() {
   // (it estimates loopback above shared memory), so a payload that shared memory could copy once
   // crossed a socket instead: 3.0 against 9.3 GB/s at 4 MiB (docs/ucx.md). The backend moves
   // host memory only (UcxWorker::kMemoryType), where get_zcopy is also what auto means for tag
-  // messages; with UCX_TLS=tcp, which has no get, UCX sends rendezvous data over active messages.
+  // messages. With UCX_TLS=tcp alone, which has no get, get_zcopy would send rendezvous data as
+  // active-message fragments copied at the receiver, so there the default is put_zcopy (tcp_only).
   std::string scheme = "UCX_RNDV_SCHEME";
   if (const char* user = std::getenv("UCX_RNDV_SCHEME"); user == nullptr || *user == '\0') {
-    Result<std::string> chosen = kRndvScheme.get();
-    scheme = chosen.ok() ? *chosen : "get_zcopy";
+    scheme = tictac_scheme(std::getenv("UCX_TLS"));
     st = ucp_config_modify(config, "RNDV_SCHEME", scheme.c_str());
     if (st != UCS_OK) {
       ucp_config_release(config);
-      return from_ucs(StatusCode::invalid_argument,
-                      "TICTAC_UCX_RNDV_SCHEME=" + scheme +
-                          " is not a UCX rendezvous scheme (use get_zcopy, the default, or auto, "
-                          "put_zcopy; see `ucx_info -c | grep RNDV_SCHEME`)",
-                      st);
+      return from_ucs(
+          StatusCode::invalid_argument,
+          "TICTAC_UCX_RNDV_SCHEME=" + scheme +
+              " is not a UCX rendezvous scheme (use get_zcopy, put_zcopy or auto, or "
+              "unset it for the default by UCX_TLS; see `ucx_info -c | grep RNDV_SCHEME`)",
+          st);
     }
   } else {
     scheme = std::string(user) + " (UCX_RNDV_SCHEME)";
