@@ -41,6 +41,9 @@ struct Capabilities {
   bool cuda_memory = false;
   bool dma_buf = false;
   std::uint32_t max_frames_in_flight = 0;  // per endpoint, 0 = no fixed limit
+  // The largest solo chunk (transport/send_queue.h) worth cutting for this backend, used unless
+  // TICTAC_CHUNK_SOLO_MAX is set; 0 = no preference (kDefaultSoloChunkMax).
+  std::uint64_t solo_chunk_max = 0;
 };
 
 // Where the payload of an incoming frame goes: `data` (length bytes, owned by the core) or, when

@@ -16,6 +16,7 @@ ChunkTuner::ChunkTuner(ChunkTunerConfig config)
   TICTAC_CHECK(config_.chunk_bytes > 0 && config_.window_chunks > 0,
                "chunk and window must be positive");
   TICTAC_CHECK(config_.min_chunk > 0 && config_.min_chunk <= config_.max_chunk, "bad chunk bounds");
+  TICTAC_CHECK(config_.max_solo_chunk > 0, "bad solo chunk bound");
   TICTAC_CHECK(config_.min_window > 0 && config_.min_window <= config_.max_window,
                "bad window bounds");
 }
@@ -65,6 +66,7 @@ void ChunkTuner::finish_sample() {
       solo_chunk_ = chunk_;
     } else {
       retune(solo_chunk_, rate_ * std::chrono::duration<double>(config_.solo_target).count());
+      solo_chunk_ = std::max(std::min(solo_chunk_, config_.max_solo_chunk), chunk_);
     }
   }
   if (config_.auto_window) {

@@ -16,7 +16,8 @@
 //  - chunk = rate x `target` (the pre-emption latency one chunk adds), rounded to a power of two
 //    and clamped to [min_chunk, max_chunk]; changed only when the ideal size leaves
 //    (chunk / 2, chunk x 2) (hysteresis: no flapping between neighbouring powers of two).
-//  - solo chunk = rate x `solo_target`, rounded and clamped the same way: the size a SendQueue
+//  - solo chunk = rate x `solo_target`, rounded and clamped the same way, then at most
+//    `max_solo_chunk` (but never below the chunk): the size a SendQueue
 //    uses while only one priority level is in use (nothing to pre-empt, so a longer chunk costs no
 //    latency and saves per-chunk work; see send_queue.h).
 //  - window = 1 + ceil(delay / chunk time), clamped to [min_window (2), max_window]: enough
@@ -46,6 +47,9 @@
 
 namespace tictac::transport {
 
+// The largest solo chunk where neither TICTAC_CHUNK_SOLO_MAX nor the backend says otherwise.
+inline constexpr std::uint64_t kDefaultSoloChunkMax = 8 << 20;
+
 struct ChunkTunerConfig {
   bool auto_chunk = false;
   bool auto_window = false;
@@ -55,6 +59,8 @@ struct ChunkTunerConfig {
   std::chrono::nanoseconds solo_target{std::chrono::milliseconds(1)};
   std::uint64_t min_chunk = 64 << 10;
   std::uint64_t max_chunk = 8 << 20;
+  std::uint64_t max_solo_chunk =
+      kDefaultSoloChunkMax;  // solo chunks never above this (nor below the chunk)
   std::uint32_t min_window = 2;
   std::chrono::nanoseconds long_chunk{std::chrono::microseconds(400)};
   std::uint32_t max_window = 64;

@@ -28,6 +28,11 @@ const DurationTunable kChunkTargetSolo{"TICTAC_CHUNK_TARGET_SOLO", std::chrono::
                                        "pre-empt), e.g. a plain allreduce; fewer, longer chunks cost "
                                        "less CPU. At or below TICTAC_CHUNK_TARGET: off (10us..1s)",
                                        "1ms"};
+const SizeTunable kChunkSoloMax{"TICTAC_CHUNK_SOLO_MAX", 0,
+                                "with TICTAC_CHUNK_BYTES=auto: the largest solo chunk (see "
+                                "TICTAC_CHUNK_TARGET_SOLO) whatever the measured rate, on every "
+                                "backend (64K..1G); 0 = each backend's own: 1 MiB for tcp, 8 MiB "
+                                "for ucx and verbs (whose larger chunks skip a copy)"};
 const SizeTunable kEagerBytes{"TICTAC_EAGER_BYTES", 256 << 10,
                               "eager receive pool per peer; smaller messages skip the READY round trip "
                               "while credit lasts (0 disables eager sends)"};
@@ -104,6 +109,9 @@ Result<TransportConfig> TransportConfig::from_env() {
   auto solo_target = kChunkTargetSolo.get();
   TICTAC_RETURN_IF_ERROR(solo_target);
   c.solo_chunk_target = *solo_target;
+  auto solo_max = kChunkSoloMax.get();
+  TICTAC_RETURN_IF_ERROR(solo_max);
+  c.solo_chunk_max = *solo_max;
   auto eager = kEagerBytes.get();
   TICTAC_RETURN_IF_ERROR(eager);
   auto timeout = kTimeout.get();
@@ -148,13 +156,15 @@ Result<TransportConfig> TransportConfig::from_env() {
   c.enforce_priority = *priority;
   TICTAC_RETURN_IF_ERROR(c.validate());
   TICTAC_LOG(debug) << "transport config: TICTAC_CHUNK_BYTES="
-                    << (c.auto_chunk ? "auto" : std::to_string(c.chunk_bytes))
-                    << " TICTAC_WINDOW=" << (c.auto_window ? "auto" : std::to_string(c.window_chunks))
+                    << (c.auto_chunk ? "auto" : std::to_string(c.chunk_bytes)) << " TICTAC_WINDOW="
+                    << (c.auto_window ? "auto" : std::to_string(c.window_chunks))
                     << " TICTAC_CHUNK_TARGET=" << c.chunk_target.count() << "ns"
                     << " TICTAC_CHUNK_TARGET_SOLO=" << c.solo_chunk_target.count() << "ns"
+                    << " TICTAC_CHUNK_SOLO_MAX=" << c.solo_chunk_max
                     << " TICTAC_EAGER_BYTES=" << c.eager_bytes
-                    << " TICTAC_TIMEOUT=" << c.timeout.count() << "ms TICTAC_PRIORITY="
-                    << (c.enforce_priority ? 1 : 0) << " TICTAC_ADVERTS=" << c.max_adverts
+                    << " TICTAC_TIMEOUT=" << c.timeout.count()
+                    << "ms TICTAC_PRIORITY=" << (c.enforce_priority ? 1 : 0)
+                    << " TICTAC_ADVERTS=" << c.max_adverts
                     << " TICTAC_INLINE=" << (c.inline_small ? 1 : 0)
                     << " TICTAC_AUTH_MAC=" << (c.frame_mac ? 1 : 0);
   return c;
@@ -174,6 +184,12 @@ Status TransportConfig::validate() const {
   if (solo_chunk_target < std::chrono::microseconds(10) || solo_chunk_target > std::chrono::seconds(1)) {
     return invalid_argument("solo chunk target of " + std::to_string(solo_chunk_target.count()) +
                             " ns is out of range 10us..1s (TICTAC_CHUNK_TARGET_SOLO)");
+  }
+  if (solo_chunk_max != 0 &&
+      (solo_chunk_max < (64u << 10) || solo_chunk_max > wire::kMaxChunkBytes)) {
+    return invalid_argument(
+        "largest solo chunk of " + std::to_string(solo_chunk_max) +
+        " bytes is out of range 64K..1G (TICTAC_CHUNK_SOLO_MAX; 0 = by backend)");
   }
   if (eager_bytes > (std::uint64_t{1} << 40)) {
     return invalid_argument("eager pool of " + std::to_string(eager_bytes) +

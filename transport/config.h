@@ -46,6 +46,7 @@ struct TransportConfig {
   bool auto_window = false;
   std::chrono::nanoseconds chunk_target{std::chrono::microseconds(100)};
   std::chrono::nanoseconds solo_chunk_target{std::chrono::milliseconds(1)};
+  std::uint64_t solo_chunk_max = 0;  // TICTAC_CHUNK_SOLO_MAX; 0 = each backend's (Capabilities)
   std::uint64_t eager_bytes = 256 << 10;
   std::chrono::milliseconds timeout{30'000};
   bool enforce_priority = true;

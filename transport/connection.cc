@@ -7,6 +7,7 @@
 
 #include "common/check.h"
 #include "common/log.h"
+#include "transport/counters.h"
 
 namespace tictac::transport {
 
@@ -211,6 +212,7 @@ void Connection::post_chunk(const Chunk& chunk) {
       h.total = m.req->length();
       h.priority = m.req->priority();
       h.length = static_cast<std::uint32_t>(chunk.length);
+      transport_counters().count_data_frame(chunk.length);
     }
     OutMsg& m = out_.at(chunk.message);
     payload = m.req->data() + chunk.offset;

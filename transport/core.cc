@@ -30,6 +30,11 @@ Core::Core(ProgressEngine& engine, const TransportConfig& config, std::string na
   for (auto& b : backends) {
     Device d;
     d.backend = std::move(b);
+    // TICTAC_CHUNK_SOLO_MAX when set, else the backend's preference, else the default.
+    const std::uint64_t preferred = d.backend->capabilities().solo_chunk_max;
+    qc.solo_chunk_max = config.solo_chunk_max != 0 ? config.solo_chunk_max
+                        : preferred != 0           ? preferred
+                                                   : kDefaultSoloChunkMax;
     d.queue = std::make_unique<SendQueue>(qc);
     devices_.push_back(std::move(d));
   }

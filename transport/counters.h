@@ -16,6 +16,16 @@ struct TransportCounters {
   // Messages that arrived claiming an advertised receive (ANNOUNCE with kFlagClaimed): the
   // sender knew the receive was posted, and sent the data at once.
   std::atomic<std::uint64_t> claimed_received{0};
+  // DATA frames sent, by payload size: entry k counts payloads of [2^k, 2^(k+1)) bytes (what
+  // the send queue's chunking, solo chunks included, put on the wire).
+  static constexpr int kSizeClasses = 32;
+  std::atomic<std::uint64_t> data_frames_by_log2[kSizeClasses] = {};
+
+  void count_data_frame(std::uint64_t payload_bytes) {
+    int k = 0;
+    while (k + 1 < kSizeClasses && (payload_bytes >> (k + 1)) != 0) ++k;
+    data_frames_by_log2[k].fetch_add(1, std::memory_order_relaxed);
+  }
 };
 
 inline TransportCounters& transport_counters() {

@@ -19,6 +19,7 @@ ChunkTunerConfig tuner_config(const SendQueueConfig& c) {
   t.window_chunks = c.window_chunks;
   t.target = c.chunk_target;
   t.solo_target = std::max(c.solo_chunk_target, c.chunk_target);
+  t.max_solo_chunk = c.solo_chunk_max;
   return t;
 }
 }  // namespace

@@ -59,6 +59,7 @@ struct SendQueueConfig {
   // Solo chunks (see above): their target, and how long a single level must last first. A solo
   // target equal to chunk_target turns solo chunks off.
   std::chrono::nanoseconds solo_chunk_target{std::chrono::milliseconds(1)};
+  std::uint64_t solo_chunk_max = kDefaultSoloChunkMax;  // solo chunks never above this
   std::chrono::nanoseconds solo_after{std::chrono::milliseconds(50)};
   // Time source for the tuner (tests inject one); empty = steady_clock.
   std::function<std::chrono::nanoseconds()> clock;

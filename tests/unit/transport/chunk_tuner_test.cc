@@ -275,6 +275,26 @@ TEST(ChunkTuner, SoloChunkIsTheRateTimesTheSoloTarget) {
   EXPECT_EQ(fixed.solo_chunk_bytes(), 256u << 10);
 }
 
+// max_solo_chunk caps the solo chunk on a fast link (4 GB/s x 1 ms = 4 MB), never below the
+// chunk, and the solo window follows the capped size.
+TEST(ChunkTuner, SoloChunkStopsAtItsMaximum) {
+  ChunkTunerConfig c = default_targets();
+  c.max_solo_chunk = 1 << 20;
+  ChunkTuner capped(c);
+  feed(capped, 4e9, nanoseconds{0}, 800);
+  EXPECT_EQ(capped.chunk_bytes(), 256u << 10);     // 400 KB ideal, within the hysteresis
+  EXPECT_EQ(capped.solo_chunk_bytes(), 1u << 20);  // not 4 MiB
+  EXPECT_EQ(capped.solo_window_chunks(), 2u);      // a 1 MiB chunk (262 us) is not long
+  c.max_solo_chunk = 128 << 10;                    // below the chunk: the chunk wins
+  ChunkTuner below(c);
+  feed(below, 4e9, nanoseconds{0}, 800);
+  EXPECT_EQ(below.solo_chunk_bytes(), 256u << 10);
+  c.max_solo_chunk = 8 << 20;  // counter-check: the default bound leaves rate x 1 ms
+  ChunkTuner open(c);
+  feed(open, 4e9, nanoseconds{0}, 800);
+  EXPECT_EQ(open.solo_chunk_bytes(), 4u << 20);
+}
+
 // SendQueue solo chunks: a 1 GB/s link carrying a long message of one priority level, with an
 // optional message of another level pushed at `mixed_at`. Returns (completion time, length) of
 // every chunk of the long message (id 7).

@@ -127,6 +127,16 @@ TEST(TransportConfig, DefaultsEnvAndBadValues) {
   ASSERT_FALSE(bad_target.ok());
   EXPECT_NE(bad_target.status().message().find("TICTAC_CHUNK_TARGET"), std::string::npos);
   unsetenv("TICTAC_CHUNK_TARGET");
+  EXPECT_EQ(d->solo_chunk_max, 0u);  // unset: each backend's own (Capabilities::solo_chunk_max)
+  setenv("TICTAC_CHUNK_SOLO_MAX", "2M", 1);
+  Result<TransportConfig> solo_max = TransportConfig::from_env();
+  ASSERT_TRUE(solo_max.ok()) << solo_max.status().to_string();
+  EXPECT_EQ(solo_max->solo_chunk_max, 2u << 20);
+  setenv("TICTAC_CHUNK_SOLO_MAX", "4K", 1);  // below 64K: refused by name
+  Result<TransportConfig> bad_solo = TransportConfig::from_env();
+  ASSERT_FALSE(bad_solo.ok());
+  EXPECT_NE(bad_solo.status().message().find("TICTAC_CHUNK_SOLO_MAX"), std::string::npos);
+  unsetenv("TICTAC_CHUNK_SOLO_MAX");
   EXPECT_EQ(d->timeout.count(), 30000);
   setenv("TICTAC_CHUNK_BYTES", "64K", 1);
   setenv("TICTAC_WINDOW", "1", 1);

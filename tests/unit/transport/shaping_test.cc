@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "transport/context.h"
+#include "transport/counters.h"
 #include "transport/shaping/egress_limiter.h"
 #include "transport/shaping/shaping_endpoint.h"
 
@@ -215,6 +216,56 @@ TEST(ShapingEndpoint, CounterCheckFifoKeepsTheSmallSendBehind) {
   ::unsetenv("TICTAC_RATE_LIMIT");
   std::printf("priority off: small landed %.1f ms after its post, the big one %.1f ms\n", s, b);
   EXPECT_GT(s, b);
+}
+
+// DATA frames a 64 MiB single-level send over shaped loopback TCP (256 MiB/s, so ~250 ms) put
+// on the wire, by size class (TransportCounters::data_frames_by_log2), with the solo target at
+// 16 ms (rate x 16 ms = 4 MiB) and TICTAC_CHUNK_SOLO_MAX as given (nullptr: unset).
+std::vector<std::uint64_t> solo_stream_frames(const char* solo_max) {
+  ::setenv("TICTAC_RATE_LIMIT", "256M", 1);
+  ::setenv("TICTAC_CHUNK_TARGET_SOLO", "16ms", 1);
+  if (solo_max != nullptr) ::setenv("TICTAC_CHUNK_SOLO_MAX", solo_max, 1);
+  const std::size_t bytes = 64 << 20;
+  std::vector<std::byte> src(bytes, std::byte{3}), dst(bytes);
+  std::vector<std::uint64_t> frames(TransportCounters::kSizeClasses);
+  {
+    Pair p = connect_pair();
+    auto rs = MemoryRegion::host(src.data(), bytes);
+    auto rd = MemoryRegion::host(dst.data(), bytes);
+    std::promise<Status> sent, got;
+    p.b->recv(p.from, 1, *rd, 0, bytes,
+              [&](const Status& s, std::uint64_t, PeerId) { got.set_value(s); });
+    std::this_thread::sleep_for(20ms);  // the receive is advertised
+    for (int k = 0; k < TransportCounters::kSizeClasses; ++k)
+      frames[k] = transport_counters().data_frames_by_log2[k].load();
+    p.a->send(p.to, 1, *rs, 0, bytes, 0,
+              [&](const Status& s, std::uint64_t, PeerId) { sent.set_value(s); });
+    EXPECT_TRUE(got.get_future().get().ok());
+    EXPECT_TRUE(sent.get_future().get().ok());
+    for (int k = 0; k < TransportCounters::kSizeClasses; ++k)
+      frames[k] = transport_counters().data_frames_by_log2[k].load() - frames[k];
+  }
+  for (const char* v : {"TICTAC_RATE_LIMIT", "TICTAC_CHUNK_TARGET_SOLO", "TICTAC_CHUNK_SOLO_MAX"})
+    ::unsetenv(v);
+  EXPECT_EQ(src, dst);
+  return frames;
+}
+
+std::uint64_t frames_from(const std::vector<std::uint64_t>& frames, int log2_bytes) {
+  std::uint64_t n = 0;
+  for (int k = log2_bytes; k < TransportCounters::kSizeClasses; ++k) n += frames[k];
+  return n;
+}
+
+// The tcp backend caps solo chunks at 1 MiB (Capabilities::solo_chunk_max): the stream goes into
+// solo mode (1 MiB frames) and never cuts larger ones. Counter-check: TICTAC_CHUNK_SOLO_MAX=8M
+// lets the solo chunk reach rate x 16 ms (2-4 MiB frames), so the cap above is what held it.
+TEST(ShapingEndpoint, TcpSoloChunksStopAtTheBackendsMaximum) {
+  const auto capped = solo_stream_frames(nullptr);
+  EXPECT_GT(capped[20], 0u) << "no 1 MiB solo chunks: the stream never went solo";
+  EXPECT_EQ(frames_from(capped, 21), 0u) << "a DATA frame above 1 MiB over tcp";
+  const auto open = solo_stream_frames("8M");
+  EXPECT_GT(frames_from(open, 21), 0u) << "counter-check: no solo chunk above 1 MiB even at 8M";
 }
 
 }  // namespace
