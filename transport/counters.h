@@ -4,7 +4,9 @@
 // never reset (read a difference).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 
 namespace tictac::transport {
@@ -22,8 +24,8 @@ struct TransportCounters {
   std::atomic<std::uint64_t> data_frames_by_log2[kSizeClasses] = {};
 
   void count_data_frame(std::uint64_t payload_bytes) {
-    int k = 0;
-    while (k + 1 < kSizeClasses && (payload_bytes >> (k + 1)) != 0) ++k;
+    const int k =
+        std::min(static_cast<int>(std::bit_width(payload_bytes | 1)) - 1, kSizeClasses - 1);
     data_frames_by_log2[k].fetch_add(1, std::memory_order_relaxed);
   }
 };
