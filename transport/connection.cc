@@ -102,14 +102,15 @@ void Connection::send(Request* req) {
     // One frame: the ANNOUNCE waits in the message's priority lane and carries the data.
     m.state = OutState::inline_waiting;
     last_inline_priority_ = req->priority();
-    out_.emplace(msg_id, m);
-    inline_pending_.insert(msg_id);
+    out_nodes_.try_emplace(out_, msg_id).first->second = m;
+    inline_nodes_.try_emplace(inline_pending_, msg_id);
     queue_.push(id_, msg_id, req->priority(), total, /*whole=*/true);
     host_.schedule_pump(queue_);
     return;
   }
   m.control_id = next_control_id_;
-  auto it = out_.emplace(msg_id, m).first;
+  auto it = out_nodes_.try_emplace(out_, msg_id).first;
+  it->second = m;
   push_control(announce_header(msg_id, it->second), {}, total == 0 ? msg_id : 0);
   if (m.eager && total > 0) queue_.push(id_, msg_id, req->priority(), total);
 }
@@ -129,7 +130,7 @@ Header Connection::announce_header(std::uint64_t msg_id, const OutMsg& m) const 
 void Connection::announce_pending_upto(std::uint64_t msg_id) {
   while (!inline_pending_.empty() && *inline_pending_.begin() <= msg_id) {
     const std::uint64_t id = *inline_pending_.begin();
-    inline_pending_.erase(inline_pending_.begin());
+    inline_nodes_.erase(inline_pending_, inline_pending_.begin());
     OutMsg& m = out_.at(id);
     set_out_state(id, m, OutState::queued);
     m.control_id = next_control_id_;
@@ -146,7 +147,7 @@ void Connection::post_frame(Header h, const std::byte* payload, const Sent& s) {
     credit_owed_ -= n;
   }
   const std::uint64_t cookie = next_cookie_++;
-  sent_.emplace(cookie, s);
+  sent_nodes_.try_emplace(sent_, cookie).first->second = s;
   last_tx_ = Clock::now();
   if (mac_out_ && h.type != FrameType::auth) {  // AUTH frames all precede the keys
     Result<FrameMac::Tag> tag = mac_out_->seal(h);
@@ -199,7 +200,7 @@ void Connection::post_chunk(const Chunk& chunk) {
       TICTAC_CHECK(*inline_pending_.begin() == chunk.message,
                    "inline message " << chunk.message << " left before the older inline message "
                                      << *inline_pending_.begin());
-      inline_pending_.erase(chunk.message);
+      inline_nodes_.erase(inline_pending_, inline_pending_.begin());
       h = announce_header(chunk.message, m);
       h.flags |= wire::kFlagInline;
       h.length = static_cast<std::uint32_t>(chunk.length);
@@ -230,7 +231,7 @@ void Connection::on_sent(std::uint64_t cookie) {
   auto it = sent_.find(cookie);
   if (it == sent_.end()) return;
   const Sent s = it->second;
-  sent_.erase(it);
+  sent_nodes_.erase(sent_, it);
   if (s.control) {
     if (refusing_ && s.control_id == refusal_control_id_) {
       fail(refusal_);  // the peer has the reason (as far as we can tell); now close
@@ -301,7 +302,7 @@ void Connection::set_in_sink(std::uint64_t msg_id, InMsg& m, InSink to) {
 void Connection::finish_out(std::uint64_t msg_id, const Status& status) {
   auto it = out_.find(msg_id);
   Request* req = it->second.req;
-  out_.erase(it);
+  out_nodes_.erase(out_, it);
   host_.finish(req, status, status.ok() ? req->length() : 0, id_);
 }
 

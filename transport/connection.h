@@ -49,6 +49,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/node_recycler.h"
 #include "transport/auth/handshake.h"
 #include "transport/backend.h"
 #include "transport/config.h"
@@ -285,8 +286,17 @@ class Connection final : public EndpointSink {
   Priority last_inline_priority_ = 0;       // of the newest one (valid while any is pending)
   std::unordered_map<std::uint64_t, OutMsg> out_;
   std::unordered_map<std::uint64_t, InMsg> in_;
+  // Erased nodes of out_, in_ and inline_pending_, kept for reuse (common/node_recycler.h).
+  NodeRecycler<decltype(out_), 256> out_nodes_;
+  NodeRecycler<decltype(in_), 256> in_nodes_;
+  NodeRecycler<decltype(inline_pending_), 256> inline_nodes_;
+  // Erases an incoming message; its eager pool buffer is freed now, not when the node is reused.
+  void erase_in(decltype(in_)::iterator it) {
+    in_nodes_.erase(in_, it, [](InMsg& m) { m.pool.reset(); });
+  }
   std::unordered_map<std::uint64_t, ControlFrame> control_;
   std::unordered_map<std::uint64_t, Sent> sent_;
+  NodeRecycler<decltype(sent_), 256> sent_nodes_;  // erased nodes, reused
   // Receiver side of adverts: outstanding ones by tag, each with the number of announcements of
   // that tag still to come before its target.
   struct AdvertOut {

@@ -145,7 +145,8 @@ Status Connection::accept_announce(const Header& h) {
   }
   m.credit = kind == wire::kFlagEager ? h.total : 0;
   eager_in_use_ += m.credit;
-  auto [it, inserted] = in_.emplace(h.msg_id, std::move(m));
+  auto [it, inserted] = in_nodes_.try_emplace(in_, h.msg_id);
+  if (inserted) it->second = std::move(m);
   TICTAC_CHECK(inserted, "message id reused after validation");
   Request* req = host_.match_message(*this, h.tag, h.msg_id);
   if (req == nullptr && host_.unexpected_count(*this) > config_.max_unexpected) {
@@ -187,7 +188,7 @@ void Connection::bind_in(std::uint64_t msg_id, InMsg& m, Request* req) {
       r.msg_id = msg_id;
       r.aux = static_cast<std::uint32_t>(StatusCode::invalid_argument);
       push_control(r);
-      in_.erase(msg_id);
+      if (auto e = in_.find(msg_id); e != in_.end()) erase_in(e);
     }
     return;
   }
@@ -239,7 +240,7 @@ void Connection::settle_in(std::uint64_t msg_id) {
   const std::uint64_t total = m.total;
   const std::uint64_t credit = m.credit;
   const bool cancelled = m.cancel_pending;  // an exported receive cancelled while it landed
-  in_.erase(it);
+  erase_in(it);
   if (credit > 0) return_credit(credit);
   if (req != nullptr && cancelled) {
     host_.finish(req,
@@ -297,7 +298,7 @@ void Connection::handle_abort(const Header& h) {
   Request* req = m.recv;
   const std::uint64_t credit = m.credit;
   if (m.sink == InSink::unmatched) host_.forget_message(*this, h.msg_id);
-  in_.erase(it);
+  erase_in(it);
   if (credit > 0) return_credit(credit);
   if (req != nullptr) {
     host_.finish(req, peer_status(StatusCode::cancelled, "the sender cancelled the message"), 0,

@@ -234,7 +234,7 @@ Connection* Core::established(PeerId peer, Status* error) {
 void Core::send(std::unique_ptr<Request> req) {
   if (cuda_->hold_send(req)) return;  // behind an earlier device send with the same peer and tag
   Request* r = req.get();
-  requests_.emplace(r->id(), std::move(req));
+  request_nodes_.try_emplace(requests_, r->id()).first->second = std::move(req);
   if (closed_) {
     finish(r, Status(StatusCode::cancelled, "context is closed"), 0, r->peer());
     return;
@@ -252,7 +252,7 @@ void Core::send(std::unique_ptr<Request> req) {
 
 void Core::recv(std::unique_ptr<Request> req) {
   Request* r = req.get();
-  requests_.emplace(r->id(), std::move(req));
+  request_nodes_.try_emplace(requests_, r->id()).first->second = std::move(req);
   if (closed_) {
     finish(r, Status(StatusCode::cancelled, "context is closed"), 0, kNoPeer);
     return;
@@ -310,7 +310,7 @@ void Core::keep_arrived(Connection& conn, std::uint64_t msg_id, Tag tag, std::ui
 
 Request* Core::adopt_device(std::unique_ptr<Request> req) {
   Request* r = req.get();
-  requests_.emplace(r->id(), std::move(req));
+  request_nodes_.try_emplace(requests_, r->id()).first->second = std::move(req);
   if (closed_) {
     finish(r, Status(StatusCode::cancelled, "context is closed"), 0, r->peer());
     return nullptr;
@@ -395,7 +395,7 @@ void Core::finish(Request* req, const Status& status, std::uint64_t bytes, PeerI
   TICTAC_CHECK(it != requests_.end() && it->second.get() == req,
                "finishing an unknown request " << id);
   std::unique_ptr<Request> owned = std::move(it->second);
-  requests_.erase(it);
+  request_nodes_.erase(requests_, it);
   owned->complete(status, bytes, source);
 }
 

@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/node_recycler.h"
 #include "transport/arrived_messages.h"
 #include "transport/backend.h"
 #include "transport/config.h"
@@ -110,6 +111,7 @@ class Core final : public ConnectionHost, public CudaPathHost {
   std::vector<Device> devices_;
   std::map<PeerId, std::unique_ptr<Connection>> conns_;
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
+  NodeRecycler<decltype(requests_), 256> request_nodes_;  // erased nodes, reused (no allocation)
   Matcher matcher_;
   PeerId next_peer_ = 1;
   bool closed_ = false;

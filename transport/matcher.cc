@@ -25,15 +25,17 @@ void Matcher::forget_recv(RequestId id) {
   auto it = recvs_.find(id);
   if (it == recvs_.end()) return;
   const RecvInfo r = it->second;
-  recvs_.erase(it);
+  recvs_nodes_.erase(recvs_, it);
   if (r.peer != kAnyPeer) {
     auto c = recv_count_.find(Key{r.peer, r.tag});
-    if (c != recv_count_.end() && --c->second == 0) recv_count_.erase(c);
+    if (c != recv_count_.end() && --c->second == 0) key_count_nodes_.erase(recv_count_, c);
     auto q = recv_by_key_.find(Key{r.peer, r.tag});
-    if (q != recv_by_key_.end() && live_recv_head(q->second) == nullptr) recv_by_key_.erase(q);
+    if (q != recv_by_key_.end() && live_recv_head(q->second) == nullptr)
+      key_queue_nodes_.erase(recv_by_key_, q);
   } else {
     auto q = recv_any_.find(r.tag);
-    if (q != recv_any_.end() && live_recv_head(q->second) == nullptr) recv_any_.erase(q);
+    if (q != recv_any_.end() && live_recv_head(q->second) == nullptr)
+      tag_queue_nodes_.erase(recv_any_, q);
   }
 }
 
@@ -41,14 +43,17 @@ void Matcher::forget_msg(std::uint64_t seq) {
   auto it = messages_.find(seq);
   if (it == messages_.end()) return;
   const MsgInfo m = it->second;
-  messages_.erase(it);
-  msg_seq_.erase(Key{m.peer, m.msg_id});
+  messages_nodes_.erase(messages_, it);
+  if (auto s = msg_seq_.find(Key{m.peer, m.msg_id}); s != msg_seq_.end())
+    msg_seq_nodes_.erase(msg_seq_, s);
   auto c = msg_count_.find(m.peer);
-  if (c != msg_count_.end() && --c->second == 0) msg_count_.erase(c);
+  if (c != msg_count_.end() && --c->second == 0) msg_count_nodes_.erase(msg_count_, c);
   auto k = msg_by_key_.find(Key{m.peer, m.tag});
-  if (k != msg_by_key_.end() && live_msg_head(k->second) == nullptr) msg_by_key_.erase(k);
+  if (k != msg_by_key_.end() && live_msg_head(k->second) == nullptr)
+    key_queue_nodes_.erase(msg_by_key_, k);
   auto t = msg_by_tag_.find(m.tag);
-  if (t != msg_by_tag_.end() && live_msg_head(t->second) == nullptr) msg_by_tag_.erase(t);
+  if (t != msg_by_tag_.end() && live_msg_head(t->second) == nullptr)
+    tag_queue_nodes_.erase(msg_by_tag_, t);
 }
 
 std::optional<RequestId> Matcher::on_message(PeerId from, Tag tag, std::uint64_t msg_id) {
@@ -65,11 +70,13 @@ std::optional<RequestId> Matcher::on_message(PeerId from, Tag tag, std::uint64_t
     return id;
   }
   const std::uint64_t seq = next_seq_++;
-  messages_.emplace(seq, MsgInfo{from, tag, msg_id});
-  msg_by_key_[Key{from, tag}].push_back(Entry{seq, seq});
-  msg_by_tag_[tag].push_back(Entry{seq, seq});
-  msg_seq_[Key{from, msg_id}] = seq;
-  ++msg_count_[from];
+  messages_nodes_.try_emplace(messages_, seq).first->second = MsgInfo{from, tag, msg_id};
+  key_queue_nodes_.try_emplace(msg_by_key_, Key{from, tag}, clear_queue)
+      .first->second.push_back(Entry{seq, seq});
+  tag_queue_nodes_.try_emplace(msg_by_tag_, tag, clear_queue)
+      .first->second.push_back(Entry{seq, seq});
+  msg_seq_nodes_.try_emplace(msg_seq_, Key{from, msg_id}).first->second = seq;
+  ++msg_count_nodes_.try_emplace(msg_count_, from).first->second;
   return std::nullopt;
 }
 
@@ -87,12 +94,14 @@ std::optional<Matcher::Message> Matcher::on_recv(RequestId id, PeerId from_or_an
     return Message{m.peer, m.msg_id, m.tag};
   }
   const std::uint64_t seq = next_seq_++;
-  recvs_[id] = RecvInfo{seq, from_or_any, tag};
+  recvs_nodes_.try_emplace(recvs_, id).first->second = RecvInfo{seq, from_or_any, tag};
   if (from_or_any == kAnyPeer) {
-    recv_any_[tag].push_back(Entry{seq, id});
+    tag_queue_nodes_.try_emplace(recv_any_, tag, clear_queue)
+        .first->second.push_back(Entry{seq, id});
   } else {
-    recv_by_key_[Key{from_or_any, tag}].push_back(Entry{seq, id});
-    ++recv_count_[Key{from_or_any, tag}];
+    key_queue_nodes_.try_emplace(recv_by_key_, Key{from_or_any, tag}, clear_queue)
+        .first->second.push_back(Entry{seq, id});
+    ++key_count_nodes_.try_emplace(recv_count_, Key{from_or_any, tag}).first->second;
   }
   return std::nullopt;
 }

@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/node_recycler.h"
 #include "transport/types.h"
 
 namespace tictac::transport {
@@ -106,6 +107,19 @@ class Matcher {
   mutable std::unordered_map<Tag, Queue> msg_by_tag_;
   std::unordered_map<Key, std::uint64_t, KeyHash> msg_seq_;  // (peer, msg_id) -> seq
   std::unordered_map<PeerId, std::size_t> msg_count_;
+
+  // Erased nodes kept for reuse (common/node_recycler.h): a (peer, tag) that recurs, the usual
+  // case, costs no allocation per message. The queue maps share theirs.
+  template <class M>
+  using Recycler = NodeRecycler<M, 256>;
+  Recycler<decltype(recvs_)> recvs_nodes_;
+  Recycler<decltype(recv_by_key_)> key_queue_nodes_;
+  Recycler<decltype(recv_any_)> tag_queue_nodes_;
+  Recycler<decltype(recv_count_)> key_count_nodes_;
+  Recycler<decltype(messages_)> messages_nodes_;
+  Recycler<decltype(msg_seq_)> msg_seq_nodes_;
+  Recycler<decltype(msg_count_)> msg_count_nodes_;
+  static void clear_queue(Queue& q) { q.clear(); }
 };
 
 }  // namespace tictac::transport

@@ -63,7 +63,8 @@ ProgressEngine::ProgressEngine(Mode mode, int epfd, int evfd, std::chrono::micro
 ProgressEngine::~ProgressEngine() {
   stop();
   join();
-  (void)take_inbox();  // tasks that never ran
+  std::vector<Task> never_ran;
+  take_inbox(never_ran);
   close(evfd_);
   close(epfd_);
 }
@@ -240,9 +241,16 @@ std::size_t ProgressEngine::dispatch(const epoll_event* events, int n, bool then
 }
 
 std::size_t ProgressEngine::run_posted() {
-  std::deque<Task> tasks = take_inbox();
+  std::vector<Task> own;
+  std::vector<Task>& tasks = running_posted_ ? own : posted_batch_;
+  take_inbox(tasks);
+  const bool outer = !running_posted_;
+  running_posted_ = true;
   for (Task& t : tasks) t();
-  return tasks.size();
+  const std::size_t n = tasks.size();
+  tasks.clear();
+  if (outer) running_posted_ = false;
+  return n;
 }
 
 std::size_t ProgressEngine::run_due_timers() {
@@ -296,25 +304,47 @@ std::size_t ProgressEngine::serve_between_deferred() {
   return n;
 }
 
-std::deque<Task> ProgressEngine::take_inbox() {
+void ProgressEngine::take_inbox(std::vector<Task>& out) {
   // The loop thread's own posts first, then the inbox's (no order between threads is promised).
-  std::deque<Task> tasks;
-  tasks.swap(local_);
-  if (!inbox_pending()) return tasks;
-  std::deque<Task> posted;
+  if (out.empty()) {
+    out.swap(local_);
+  } else {
+    for (Task& t : local_) out.push_back(std::move(t));
+    local_.clear();
+  }
+  if (!inbox_pending()) return;
   InboxNode* node = inbox_head_.exchange(nullptr, std::memory_order_seq_cst);
-  while (node != nullptr) {  // newest first: push_front restores the posting order
-    posted.push_front(std::move(node->task));
+  std::size_t n = 0;
+  for (InboxNode* p = node; p != nullptr; p = p->next) ++n;
+  // Newest first: filled from the back to restore the posting order.
+  const std::size_t base = out.size();
+  out.resize(base + n);
+  for (std::size_t i = base + n; node != nullptr; --i) {
+    out[i - 1] = std::move(node->task);
     InboxNode* next = node->next;
     delete node;
     node = next;
   }
-  if (tasks.empty()) return posted;
-  for (Task& t : posted) tasks.push_back(std::move(t));
-  return tasks;
 }
 
 void ProgressEngine::defer(Task task) { deferred_.push_back(std::move(task)); }
+
+ProgressEngine::DeferredCallId ProgressEngine::add_deferred_call(Task task) {
+  const DeferredCallId id = next_deferred_call_++;
+  deferred_calls_.emplace(id, std::move(task));
+  return id;
+}
+
+void ProgressEngine::defer_call(DeferredCallId id) {
+  defer([this, id] {
+    auto it = deferred_calls_.find(id);
+    if (it == deferred_calls_.end()) return;  // removed since it was queued
+    Task t = it->second;                      // a copy: the task may remove itself while it runs
+    t();
+  });
+}
+
+void ProgressEngine::remove_deferred_call(DeferredCallId id) { deferred_calls_.erase(id); }
 
 Status ProgressEngine::watch(int fd, std::uint32_t events,
                              std::function<void(std::uint32_t)> handler) {

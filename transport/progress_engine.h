@@ -76,6 +76,14 @@ class ProgressEngine {
   // posted tasks, due timers): a long chain of deferred work cannot starve incoming events.
   void defer(Task task);
   static constexpr std::size_t kDeferredPerPoll = 64;
+  // A deferred call registered once and queued by id, for work its owner defers again and again
+  // (an endpoint's flush): defer_call(id) is defer() of the registered task without allocating,
+  // provided the task is small (a lambda capturing `this`: std::function then copies it in place).
+  // remove_deferred_call(id) (the owner's destructor) drops it, with any run of it still queued.
+  using DeferredCallId = std::uint64_t;
+  DeferredCallId add_deferred_call(Task task);
+  void defer_call(DeferredCallId id);
+  void remove_deferred_call(DeferredCallId id);
   // True when deferred or posted tasks wait: a handler that could go on working (a poller's pump)
   // returns instead, so that, for example, a reply its sink just posted goes out first.
   bool tasks_waiting() const { return !deferred_.empty() || !local_.empty() || inbox_pending(); }
@@ -118,8 +126,9 @@ class ProgressEngine {
   // (written to `events`), or 0 with *work telling whether a poller or the inbox has work.
   int spin(int timeout_ms, epoll_event* events, int max_events, bool* work);
   bool inbox_pending() const { return inbox_head_.load(std::memory_order_seq_cst) != nullptr; }
-  // Takes every posted task, oldest first (loop thread).
-  std::deque<Task> take_inbox();
+  // Appends every posted task to `out`, oldest first (loop thread): the loop's own posts, then the
+  // inbox's. Reuses `out`'s and local_'s storage, so that steady posting allocates nothing here.
+  void take_inbox(std::vector<Task>& out);
   int next_timeout_ms(int cap_ms) const;
   Status add_watch(int fd, std::uint32_t events, std::function<void(std::uint32_t)> handler,
                    bool polled);
@@ -156,6 +165,8 @@ class ProgressEngine {
 
   bool dispatching_ = false;
   std::deque<Task> deferred_;
+  std::unordered_map<DeferredCallId, Task> deferred_calls_;
+  DeferredCallId next_deferred_call_ = 1;
   // Runs deferred tasks until none is left, serving the rest of the loop in between (see
   // defer()); returns how many tasks, handlers and timers ran.
   std::size_t run_deferred();
@@ -167,7 +178,9 @@ class ProgressEngine {
   std::size_t dispatch(const epoll_event* events, int n, bool then_deferred);
   std::size_t run_posted();      // the inbox's and the loop's own posted tasks, in order
   std::size_t run_due_timers();  // timers whose time has come
-  std::deque<Task> local_;  // post() from the loop thread: taken with the inbox
+  std::vector<Task> local_;      // post() from the loop thread: taken with the inbox
+  std::vector<Task> posted_batch_;  // run_posted()'s batch, kept for its capacity
+  bool running_posted_ = false;     // a task that runs the loop (manual mode) gets its own batch
   struct Watch {
     int fd;
     std::function<void(std::uint32_t)> handler;

@@ -34,7 +34,8 @@ std::chrono::nanoseconds SendQueue::now() const {
 }
 
 void SendQueue::enqueue(Level& level, PeerId peer, Message m) {
-  auto& lane = level.lanes[peer];
+  auto& lane = lane_nodes_.try_emplace(level.lanes, peer, [](std::deque<Message>& q) { q.clear(); })
+                   .first->second;
   if (lane.empty()) level.ring.push_back(peer);
   lane.push_back(m);
   ++queued_;
@@ -49,7 +50,14 @@ std::uint64_t SendQueue::push(PeerId peer, std::uint64_t message, Priority prior
     if (last_priority_) last_mixed_ = now();
     last_priority_ = priority;
   }
-  enqueue(levels_[config_.enforce_priority ? priority : 0], peer, m);
+  Level& level = level_nodes_
+                     .try_emplace(levels_, config_.enforce_priority ? priority : 0,
+                                  [](Level& l) {
+                                    l.ring.clear();
+                                    l.lanes.clear();
+                                  })
+                     .first->second;
+  enqueue(level, peer, m);
   return m.seq;
 }
 
@@ -84,7 +92,7 @@ std::optional<Chunk> SendQueue::take(Level& level, const std::function<bool(Peer
       --queued_;
     }
     if (lane_it->second.empty()) {
-      level.lanes.erase(lane_it);
+      lane_nodes_.erase(level.lanes, lane_it);
     } else {
       level.ring.push_back(peer);  // round-robin: this peer's next turn comes after the others
     }
@@ -103,7 +111,9 @@ std::optional<Chunk> SendQueue::pop(const std::function<bool(PeerId)>& can_send)
   for (auto it = levels_.begin(); it != levels_.end();) {
     std::optional<Chunk> c = take(it->second, can_send);
     if (it->second.ring.empty()) {
-      it = levels_.erase(it);
+      auto next = std::next(it);
+      level_nodes_.erase(levels_, it);
+      it = next;
     } else {
       ++it;
     }
@@ -112,7 +122,7 @@ std::optional<Chunk> SendQueue::pop(const std::function<bool(PeerId)>& can_send)
       c->ahead_bytes = in_flight_bytes_;
       ++in_flight_;
       in_flight_bytes_ += c->length;
-      InFlight& f = in_flight_by_peer_[c->peer];
+      InFlight& f = in_flight_nodes_.try_emplace(in_flight_by_peer_, c->peer).first->second;
       ++f.chunks;
       f.bytes += c->length;
       return c;
@@ -136,7 +146,7 @@ void SendQueue::on_chunk_done(const Chunk& chunk) {
   --in_flight_;
   in_flight_bytes_ -= chunk.length;
   it->second.bytes -= chunk.length;
-  if (--it->second.chunks == 0) in_flight_by_peer_.erase(it);
+  if (--it->second.chunks == 0) in_flight_nodes_.erase(in_flight_by_peer_, it);
   if (config_.auto_chunk || config_.auto_window) {
     const std::uint64_t samples = tuner_.samples();
     const std::uint64_t chunk_before = tuner_.chunk_bytes();

@@ -44,6 +44,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/node_recycler.h"
 #include "transport/chunk_tuner.h"
 #include "transport/types.h"
 
@@ -166,6 +167,12 @@ class SendQueue {
   std::optional<Priority> last_priority_;
   std::chrono::nanoseconds last_mixed_{0};
   std::uint64_t pop_chunk_ = 0;  // the data chunk size of the pop() in progress
+
+  // Erased levels, lanes and in-flight entries kept for reuse (common/node_recycler.h): a send to
+  // a peer and priority seen before allocates nothing here.
+  NodeRecycler<std::map<Priority, Level>, 16> level_nodes_;
+  NodeRecycler<decltype(Level::lanes), 256> lane_nodes_;
+  NodeRecycler<decltype(in_flight_by_peer_), 256> in_flight_nodes_;
 };
 
 }  // namespace tictac::transport

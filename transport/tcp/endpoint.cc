@@ -46,7 +46,10 @@ void TcpEndpoint::follow_chunk_size(std::uint64_t payload_bytes) {
   if (set_notsent_lowat(fd_, want).ok()) lowat_ = want;
 }
 
-TcpEndpoint::~TcpEndpoint() { close(); }
+TcpEndpoint::~TcpEndpoint() {
+  close();
+  if (flush_call_ != 0) engine_.remove_deferred_call(flush_call_);
+}
 
 void TcpEndpoint::start(EndpointSink* sink) {
   sink_ = sink;
@@ -81,10 +84,13 @@ Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload, s
 void TcpEndpoint::schedule_flush() {
   if (flush_scheduled_ || watching_out_) return;  // EPOLLOUT will flush
   flush_scheduled_ = true;
-  engine_.defer(lifetime_.guard([this] {
-    flush_scheduled_ = false;
-    flush();
-  }));
+  if (flush_call_ == 0) {
+    flush_call_ = engine_.add_deferred_call([this] {
+      flush_scheduled_ = false;
+      flush();
+    });
+  }
+  engine_.defer_call(flush_call_);
 }
 
 void TcpEndpoint::close() {
@@ -126,6 +132,7 @@ void TcpEndpoint::on_events(std::uint32_t events) {
 void TcpEndpoint::flush() {
   if (closed_) return;
   std::vector<std::uint64_t> sent;
+  sent.swap(sent_spare_);  // empty, with the capacity of earlier flushes
   for (;;) {
     iovec iov[kMaxIov];
     int n = 0;
@@ -173,6 +180,10 @@ void TcpEndpoint::flush() {
   if (self.alive() && !closed_ && was_full_ && has_capacity()) {
     was_full_ = false;
     sink_->on_writable();
+  }
+  if (self.alive() && sent_spare_.empty()) {
+    sent.clear();
+    sent_spare_.swap(sent);
   }
 }
 

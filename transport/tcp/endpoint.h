@@ -53,6 +53,8 @@ class TcpEndpoint final : public Endpoint {
   bool started_ = false;
   bool watching_out_ = false;
   bool flush_scheduled_ = false;
+  ProgressEngine::DeferredCallId flush_call_ = 0;  // registered on the first schedule_flush()
+  std::vector<std::uint64_t> sent_spare_;          // flush()'s list of sent cookies, kept for reuse
   bool was_full_ = false;
   bool broken_ = false;  // failed: close at once (no linger_close)
   scaffold::LoopLifetime lifetime_;  // deferred work and sink callbacks check it

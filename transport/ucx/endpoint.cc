@@ -159,10 +159,7 @@ void UcxEndpoint::fail_later(const Status& status) {
 void UcxEndpoint::schedule_delivery() {
   if (delivery_scheduled_ || closed_) return;
   delivery_scheduled_ = true;
-  worker_.later(lifetime_.guard([this] {
-    delivery_scheduled_ = false;
-    deliver();
-  }));
+  worker_.later_deliver(serial_);
   worker_.kick();
 }
 
@@ -182,6 +179,10 @@ void UcxEndpoint::deliver() {
   for (std::uint64_t cookie : sent) {
     sink_->on_sent(cookie);
     if (!self.alive() || closed_) return;
+  }
+  if (sent_.empty()) {  // give the storage back: steady sending then allocates nothing here
+    sent.clear();
+    sent_.swap(sent);
   }
   if (was_full_ && failure_.ok() && in_flight_ < kMaxInFlight) {
     was_full_ = false;

@@ -56,6 +56,11 @@ class UcxEndpoint final : public Endpoint {
   ucs_status_t on_am(const void* header, std::size_t header_length, void* data, std::size_t length,
                      std::uint64_t recv_attr);
   void on_error(ucs_status_t status);
+  // The delivery schedule_delivery() queued (UcxWorker::later_deliver): runs it now.
+  void run_delivery() {
+    delivery_scheduled_ = false;
+    deliver();
+  }
 
  private:
   struct Incoming {

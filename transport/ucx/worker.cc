@@ -80,6 +80,7 @@ UcxWorker::UcxWorker(ProgressEngine& engine, std::shared_ptr<UcpContext> context
       rndv_threshold_(rndv_threshold) {}
 
 UcxWorker::~UcxWorker() {
+  if (pump_call_ != 0) engine_.remove_deferred_call(pump_call_);
   if (poller_ != 0) engine_.remove_poller(poller_);
   engine_.unwatch(efd_);
   // Endpoints are gone (the core closes them before backends); finish their goodbyes (bounded by
@@ -234,23 +235,36 @@ void UcxWorker::on_close_done(void* request, ucs_status_t, void* user_data) {
   ucp_request_free(request);
 }
 
-void UcxWorker::later(Task task) { later_.push_back(std::move(task)); }
+void UcxWorker::later(Task task) { later_.push_back(Later{std::move(task), 0}); }
+
+void UcxWorker::later_deliver(std::uint64_t serial) { later_.push_back(Later{Task{}, serial}); }
 
 void UcxWorker::kick() {
   armed_ = false;  // an operation was started: arm again before sleeping
   if (in_pump_ || pump_scheduled_) return;
   pump_scheduled_ = true;
-  engine_.defer(lifetime_.guard([this] { (void)pump(/*arm=*/false); }));
+  if (pump_call_ == 0)
+    pump_call_ = engine_.add_deferred_call([this] { (void)pump(/*arm=*/false); });
+  engine_.defer_call(pump_call_);
 }
 
 bool UcxWorker::run_later() {
   if (later_.empty()) return false;
-  std::vector<Task> tasks;
+  std::vector<Later> tasks;
+  tasks.swap(later_spare_);  // empty, with the capacity of earlier batches
   tasks.swap(later_);
   const auto self = lifetime_.token();
-  for (Task& t : tasks) {
-    t();
+  for (Later& t : tasks) {
+    if (t.task) {
+      t.task();
+    } else if (UcxEndpoint* ep = find(t.deliver_serial)) {
+      ep->run_delivery();
+    }
     if (!self.alive()) return true;
+  }
+  if (later_spare_.empty()) {
+    tasks.clear();
+    later_spare_.swap(tasks);
   }
   return true;
 }

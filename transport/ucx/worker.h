@@ -75,6 +75,9 @@ class UcxWorker {
 
   // Runs `task` after the current ucp_worker_progress() call returns (or in the next pump).
   void later(Task task);
+  // later() of the delivery of the endpoint registered under `serial` (UcxEndpoint::run_delivery),
+  // skipped if it is gone by then; allocates nothing.
+  void later_deliver(std::uint64_t serial);
   // Schedules a pump in the current loop iteration (no-op inside a pump: it loops until idle).
   void kick();
 
@@ -126,7 +129,13 @@ class UcxWorker {
   bool retry_timer_set_ = false;
   bool arm_failed_ = false;  // logged once
   bool armed_ = false;       // ucp_worker_arm succeeded and no work was found since
-  std::vector<Task> later_;
+  struct Later {
+    Task task;                         // or, when empty:
+    std::uint64_t deliver_serial = 0;  // the endpoint whose delivery runs
+  };
+  std::vector<Later> later_;
+  std::vector<Later> later_spare_;                // run_later()'s batch, kept for its capacity
+  ProgressEngine::DeferredCallId pump_call_ = 0;  // kick()'s deferred pump, registered once
   std::uint64_t next_serial_ = 1;
   std::unordered_map<ucp_ep_h, UcxEndpoint*> by_ep_;
   std::unordered_map<std::uint64_t, UcxEndpoint*> by_serial_;

@@ -280,5 +280,46 @@ TEST(ProgressEngineThread, TheLoopThreadIsNamedTictacLoop) {
   EXPECT_EQ(got.get(), "tictac-loop");
 }
 
+// Deferred calls (add_deferred_call / defer_call / remove_deferred_call): queued by id like
+// defer(), once per defer_call, and a removed call's queued runs are skipped, also when the call
+// removes itself while it runs (an endpoint destroyed inside its own flush).
+TEST(ProgressEngineDeferredCall, RunsOncePerDeferAndNotAfterItIsRemoved) {
+  auto e = manual_engine(microseconds(0));
+  int runs = 0;
+  ProgressEngine::DeferredCallId id = 0;
+  e->post([&] {
+    id = e->add_deferred_call([&] { ++runs; });
+    e->defer_call(id);
+    e->defer_call(id);
+  });
+  e->progress(milliseconds(10));
+  EXPECT_EQ(runs, 2);
+  e->post([&] {
+    e->defer_call(id);
+    e->remove_deferred_call(id);  // queued, then removed: skipped
+  });
+  e->progress(milliseconds(10));
+  EXPECT_EQ(runs, 2);
+}
+
+TEST(ProgressEngineDeferredCall, ACallMayRemoveItselfWhileItRuns) {
+  auto e = manual_engine(microseconds(0));
+  int runs = 0;
+  int after = 0;
+  ProgressEngine::DeferredCallId id = 0;
+  e->post([&] {
+    id = e->add_deferred_call([&] {
+      ++runs;
+      e->remove_deferred_call(id);
+      ++after;  // still running on its own copy
+    });
+    e->defer_call(id);
+    e->defer_call(id);  // the second run finds the call removed
+  });
+  e->progress(milliseconds(10));
+  EXPECT_EQ(runs, 1);
+  EXPECT_EQ(after, 1);
+}
+
 }  // namespace
 }  // namespace tictac::transport
