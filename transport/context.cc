@@ -170,6 +170,23 @@ Result<std::string> Context::peer_name(PeerId peer) {
       [core, peer](std::function<void(Result<std::string>)> done) { done(core->peer_name(peer)); });
 }
 
+namespace {
+// The open batches of this thread: one per Context, with its nesting depth and held tasks.
+struct HeldBatch {
+  const void* ctx = nullptr;
+  int depth = 0;
+  std::vector<std::function<void()>> tasks;
+};
+thread_local std::vector<HeldBatch> t_batches;
+
+HeldBatch* open_batch(const void* ctx) {
+  for (HeldBatch& b : t_batches) {
+    if (b.ctx == ctx) return &b;
+  }
+  return nullptr;
+}
+}  // namespace
+
 RequestId Context::submit(bool is_send, PeerId peer, Tag tag, const MemoryRegion& region,
                           std::uint64_t offset, std::uint64_t length, Priority priority,
                           Callback cb) {
@@ -203,6 +220,12 @@ RequestId Context::submit(bool is_send, PeerId peer, Tag tag, const MemoryRegion
                                        tag, region.data() + (range.ok() ? offset : 0), length,
                                        priority, std::move(cb));
   Core* core = core_.get();
+  if (range.ok() && !device && open_batch(this) == nullptr) {
+    // The common case: the request itself is the posted item (one allocation per submit).
+    req->submit_to(core);
+    engine_->post(req.release());
+    return id;
+  }
   // shared_ptr: std::function needs a copyable callable.
   auto holder = std::make_shared<std::unique_ptr<Request>>(std::move(req));
   post_or_hold([core, holder, range, is_send, device, route] {
@@ -232,23 +255,6 @@ RequestId Context::recv(PeerId peer, Tag tag, MemoryRegion& region, std::uint64_
                         std::uint64_t length, Callback callback) {
   return submit(false, peer, tag, region, offset, length, 0, std::move(callback));
 }
-
-namespace {
-// The open batches of this thread: one per Context, with its nesting depth and held tasks.
-struct HeldBatch {
-  const void* ctx = nullptr;
-  int depth = 0;
-  std::vector<std::function<void()>> tasks;
-};
-thread_local std::vector<HeldBatch> t_batches;
-
-HeldBatch* open_batch(const void* ctx) {
-  for (HeldBatch& b : t_batches) {
-    if (b.ctx == ctx) return &b;
-  }
-  return nullptr;
-}
-}  // namespace
 
 void Context::post_or_hold(std::function<void()> task) {
   if (HeldBatch* b = open_batch(this)) {
@@ -305,6 +311,15 @@ void Context::join() {
 
 std::size_t Context::progress(std::chrono::milliseconds timeout) {
   return engine_->progress(timeout);
+}
+
+void Request::run_posted() {
+  std::unique_ptr<Request> self(this);
+  if (kind_ == RequestKind::send) {
+    submit_to_->send(std::move(self));
+  } else {
+    submit_to_->recv(std::move(self));
+  }
 }
 
 }  // namespace tictac::transport

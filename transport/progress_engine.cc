@@ -63,8 +63,11 @@ ProgressEngine::ProgressEngine(Mode mode, int epfd, int evfd, std::chrono::micro
 ProgressEngine::~ProgressEngine() {
   stop();
   join();
-  std::vector<Task> never_ran;
+  std::vector<Posted> never_ran;
   take_inbox(never_ran);
+  for (Posted& p : never_ran) {
+    if (p.work != nullptr) p.work->drop_posted();
+  }
   close(evfd_);
   close(epfd_);
 }
@@ -73,14 +76,31 @@ void ProgressEngine::post(Task task) {
   if (stop_.load()) return;
   if (on_loop_thread()) {
     // From a handler or callback: runs with the inbox's tasks, with no allocation or atomics.
-    local_.push_back(std::move(task));
+    local_.push_back(Posted{std::move(task), nullptr});
     return;
   }
-  auto* node = new InboxNode{std::move(task), nullptr};
+  auto* node = new TaskNode(std::move(task));
+  node->posted_task_ = true;
+  push_inbox(node);
+}
+
+void ProgressEngine::post(PostedWork* work) {
+  if (stop_.load()) {
+    work->drop_posted();
+    return;
+  }
+  if (on_loop_thread()) {
+    local_.push_back(Posted{Task{}, work});
+    return;
+  }
+  push_inbox(work);
+}
+
+void ProgressEngine::push_inbox(PostedWork* node) {
   // Once the exchange succeeds the loop may take and free `node`: only `head` is read after it.
-  InboxNode* head = inbox_head_.load(std::memory_order_relaxed);
+  PostedWork* head = inbox_head_.load(std::memory_order_relaxed);
   do {
-    node->next = head;
+    node->posted_next_ = head;
   } while (!inbox_head_.compare_exchange_weak(head, node, std::memory_order_seq_cst,
                                               std::memory_order_relaxed));
   const bool was_empty = head == nullptr;
@@ -241,12 +261,12 @@ std::size_t ProgressEngine::dispatch(const epoll_event* events, int n, bool then
 }
 
 std::size_t ProgressEngine::run_posted() {
-  std::vector<Task> own;
-  std::vector<Task>& tasks = running_posted_ ? own : posted_batch_;
+  std::vector<Posted> own;
+  std::vector<Posted>& tasks = running_posted_ ? own : posted_batch_;
   take_inbox(tasks);
   const bool outer = !running_posted_;
   running_posted_ = true;
-  for (Task& t : tasks) t();
+  for (Posted& t : tasks) run(t);
   const std::size_t n = tasks.size();
   tasks.clear();
   if (outer) running_posted_ = false;
@@ -304,25 +324,30 @@ std::size_t ProgressEngine::serve_between_deferred() {
   return n;
 }
 
-void ProgressEngine::take_inbox(std::vector<Task>& out) {
+void ProgressEngine::take_inbox(std::vector<Posted>& out) {
   // The loop thread's own posts first, then the inbox's (no order between threads is promised).
   if (out.empty()) {
     out.swap(local_);
   } else {
-    for (Task& t : local_) out.push_back(std::move(t));
+    for (Posted& t : local_) out.push_back(std::move(t));
     local_.clear();
   }
   if (!inbox_pending()) return;
-  InboxNode* node = inbox_head_.exchange(nullptr, std::memory_order_seq_cst);
+  PostedWork* node = inbox_head_.exchange(nullptr, std::memory_order_seq_cst);
   std::size_t n = 0;
-  for (InboxNode* p = node; p != nullptr; p = p->next) ++n;
+  for (PostedWork* p = node; p != nullptr; p = p->posted_next_) ++n;
   // Newest first: filled from the back to restore the posting order.
   const std::size_t base = out.size();
   out.resize(base + n);
   for (std::size_t i = base + n; node != nullptr; --i) {
-    out[i - 1] = std::move(node->task);
-    InboxNode* next = node->next;
-    delete node;
+    PostedWork* next = node->posted_next_;
+    if (node->posted_task_) {
+      auto* t = static_cast<TaskNode*>(node);
+      out[i - 1] = Posted{std::move(t->task), nullptr};
+      delete t;
+    } else {
+      out[i - 1] = Posted{Task{}, node};
+    }
     node = next;
   }
 }

@@ -38,6 +38,23 @@ namespace tictac::transport {
 using Task = std::function<void()>;
 using Clock = std::chrono::steady_clock;
 
+// Work posted without a Task: an owning, intrusive item, so that posting it allocates nothing
+// beyond the item itself (a submitted request). ProgressEngine::post(PostedWork*) takes ownership;
+// on the loop thread, in posting order with the posted Tasks, run_posted() is called and the item
+// then belongs to whatever run_posted() did with it. An item that never runs (posted after stop(),
+// or still queued when the engine is destroyed) gets drop_posted() instead, on that thread.
+class PostedWork {
+ public:
+  virtual ~PostedWork() = default;
+  virtual void run_posted() = 0;
+  virtual void drop_posted() = 0;
+
+ private:
+  friend class ProgressEngine;
+  PostedWork* posted_next_ = nullptr;  // the inbox's link
+  bool posted_task_ = false;           // the engine's own wrapper of a Task
+};
+
 class ProgressEngine {
  public:
   enum class Mode { thread, manual };
@@ -56,6 +73,8 @@ class ProgressEngine {
   // dropped. Never blocks and takes no lock (one allocation, one compare-and-swap; from the loop
   // thread itself, a plain queue).
   void post(Task task);
+  // Any thread: post() of an owning item (PostedWork above); no allocation, same order.
+  void post(PostedWork* work);
   // Any thread: asks the loop to exit after the current iteration.
   void stop();
   // Thread mode: waits until the loop thread exited. Must not be called on the loop thread.
@@ -126,9 +145,30 @@ class ProgressEngine {
   // (written to `events`), or 0 with *work telling whether a poller or the inbox has work.
   int spin(int timeout_ms, epoll_event* events, int max_events, bool* work);
   bool inbox_pending() const { return inbox_head_.load(std::memory_order_seq_cst) != nullptr; }
+  struct TaskNode final : PostedWork {
+    explicit TaskNode(Task t) : task(std::move(t)) {}
+    void run_posted() override {}   // never called: take_inbox() takes the task out
+    void drop_posted() override {}  // ditto
+    Task task;
+  };
+  // A posted task or item, in a batch (local_, posted_batch_): exactly one of the two is set.
+  struct Posted {
+    Task task;
+    PostedWork* work = nullptr;
+  };
+  // Pushes `node` on the inbox and wakes the loop if it may sleep (any thread).
+  void push_inbox(PostedWork* node);
+  // Runs or drops one batch entry.
+  static void run(Posted& p) {
+    if (p.work != nullptr) {
+      p.work->run_posted();
+    } else {
+      p.task();
+    }
+  }
   // Appends every posted task to `out`, oldest first (loop thread): the loop's own posts, then the
   // inbox's. Reuses `out`'s and local_'s storage, so that steady posting allocates nothing here.
-  void take_inbox(std::vector<Task>& out);
+  void take_inbox(std::vector<Posted>& out);
   int next_timeout_ms(int cap_ms) const;
   Status add_watch(int fd, std::uint32_t events, std::function<void(std::uint32_t)> handler,
                    bool polled);
@@ -140,15 +180,11 @@ class ProgressEngine {
   std::thread thread_;
   std::atomic<std::thread::id> loop_thread_id_{};
 
-  struct InboxNode {
-    Task task;
-    InboxNode* next;
-  };
   // The inbox: posted tasks, newest first (a stack; take_inbox() reverses it). Posters push with
   // a seq_cst compare-and-swap and then read spinning_; the loop stores spinning_ = false and then
   // reads the head, both seq_cst: either the poster sees the loop not spinning and wakes it, or
   // the loop sees the task.
-  std::atomic<InboxNode*> inbox_head_{nullptr};
+  std::atomic<PostedWork*> inbox_head_{nullptr};
   std::atomic<bool> spinning_{false};
 
   SpinPolicy spin_;
@@ -178,8 +214,8 @@ class ProgressEngine {
   std::size_t dispatch(const epoll_event* events, int n, bool then_deferred);
   std::size_t run_posted();      // the inbox's and the loop's own posted tasks, in order
   std::size_t run_due_timers();  // timers whose time has come
-  std::vector<Task> local_;      // post() from the loop thread: taken with the inbox
-  std::vector<Task> posted_batch_;  // run_posted()'s batch, kept for its capacity
+  std::vector<Posted> local_;    // post() from the loop thread: taken with the inbox
+  std::vector<Posted> posted_batch_;  // run_posted()'s batch, kept for its capacity
   bool running_posted_ = false;     // a task that runs the loop (manual mode) gets its own batch
   struct Watch {
     int fd;

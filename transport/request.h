@@ -9,13 +9,16 @@
 //   waiting_for_stream sits between queued and posted for CUDA buffers whose producer stream has
 //   not reached the transfer yet (used by the cuda layer).
 // Any state may go to completed; completed is terminal, and complete() fires the callback exactly
-// once. Loop-thread only; the Context owns every Request until it completes.
+// once. Loop-thread only; the Context owns every Request until it completes. A host request on
+// its way from Context::submit to the loop is itself the posted item (PostedWork): no task and no
+// holder are allocated for it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
+#include "transport/progress_engine.h"
 #include "transport/types.h"
 
 namespace tictac::transport {
@@ -25,7 +28,9 @@ enum class RequestKind : std::uint8_t { send, recv };
 
 std::string_view to_string(RequestState state);
 
-class Request {
+class Core;
+
+class Request final : public PostedWork {
  public:
   Request(RequestId id, RequestKind kind, PeerId peer, Tag tag, std::byte* data,
           std::uint64_t length, Priority priority, Callback callback);
@@ -47,6 +52,13 @@ class Request {
   // Fires the callback (once; a second call is a broken invariant) and enters completed.
   void complete(const Status& status, std::uint64_t bytes, PeerId source);
 
+  // Context::submit's hand-off: once posted (ProgressEngine::post(this)), the loop gives the
+  // request to core->send() or core->recv() (defined in context.cc). Never run: deleted unheard,
+  // as a dropped task's request always was.
+  void submit_to(Core* core) { submit_to_ = core; }
+  void run_posted() override;
+  void drop_posted() override { delete this; }
+
  private:
   RequestId id_;
   RequestKind kind_;
@@ -57,6 +69,7 @@ class Request {
   std::uint64_t length_;
   Priority priority_;
   Callback callback_;
+  Core* submit_to_ = nullptr;
 };
 
 }  // namespace tictac::transport

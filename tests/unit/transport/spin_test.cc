@@ -321,5 +321,50 @@ TEST(ProgressEngineDeferredCall, ACallMayRemoveItselfWhileItRuns) {
   EXPECT_EQ(after, 1);
 }
 
+// Posted items (ProgressEngine::post(PostedWork*)): run in posting order with the posted tasks,
+// from other threads and from the loop thread; an item that never runs is dropped, not leaked.
+struct Item final : PostedWork {
+  Item(std::vector<std::string>* log, std::string name) : log(log), name(std::move(name)) {}
+  void run_posted() override {
+    log->push_back("ran " + name);
+    delete this;
+  }
+  void drop_posted() override {
+    log->push_back("dropped " + name);
+    delete this;
+  }
+  std::vector<std::string>* log;
+  std::string name;
+};
+
+TEST(ProgressEnginePostedWork, RunsInPostingOrderWithTasks) {
+  auto e = manual_engine(microseconds(0));
+  std::vector<std::string> log;
+  std::thread other([&] {
+    e->post(new Item(&log, "a"));
+    e->post([&] {
+      log.push_back("task b");
+      e->post(new Item(&log, "c"));  // from the loop thread: after b, before d
+      e->post([&] { log.push_back("task d"); });
+    });
+    e->post(new Item(&log, "e"));
+  });
+  other.join();
+  for (int i = 0; i < 5 && log.size() < 5; ++i) e->progress(milliseconds(10));
+  EXPECT_EQ(log, (std::vector<std::string>{"ran a", "task b", "ran e", "ran c", "task d"}));
+}
+
+TEST(ProgressEnginePostedWork, ItemsThatNeverRunAreDropped) {
+  std::vector<std::string> log;
+  {
+    auto e = manual_engine(microseconds(0));
+    e->post(new Item(&log, "queued"));  // still queued when the engine goes
+    e->stop();
+    e->post(new Item(&log, "late"));  // after stop(): dropped at once
+    EXPECT_EQ(log, (std::vector<std::string>{"dropped late"}));
+  }
+  EXPECT_EQ(log, (std::vector<std::string>{"dropped late", "dropped queued"}));
+}
+
 }  // namespace
 }  // namespace tictac::transport

@@ -112,7 +112,11 @@ Status VerbsEndpoint::activate(int side_fd, const std::string& local_address, co
   return dev_->engine().watch(side_fd_, EPOLLIN | EPOLLRDHUP, [this](std::uint32_t ev) { on_side_channel(ev); });
 }
 
-VerbsEndpoint::~VerbsEndpoint() { close(); }
+VerbsEndpoint::~VerbsEndpoint() {
+  close();
+  if (flush_call_ != 0) dev_->engine().remove_deferred_call(flush_call_);
+  if (credit_call_ != 0) dev_->engine().remove_deferred_call(credit_call_);
+}
 
 std::string VerbsEndpoint::peer_qp(std::uint32_t qpn) const {
   std::ostringstream os;

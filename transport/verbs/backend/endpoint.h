@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "transport/backend.h"
+#include "transport/progress_engine.h"
 #include "transport/scaffold/lifetime.h"
 #include "transport/verbs/backend/device.h"
 #include "transport/verbs/backend/queue_pair.h"
@@ -212,6 +213,9 @@ class VerbsEndpoint final : public transport::Endpoint, public DeviceClient {
   std::vector<PendingWr> pending_wrs_;
   std::uint32_t since_signal_ = 0;
   bool flush_scheduled_ = false;
+  // schedule_flush() / schedule_credit() as deferred calls registered once (no allocation each).
+  transport::ProgressEngine::DeferredCallId flush_call_ = 0;
+  transport::ProgressEngine::DeferredCallId credit_call_ = 0;
   mutable bool want_writable_ = false;
 
   // Receive state.

@@ -151,10 +151,13 @@ void VerbsEndpoint::on_credit(const ibv_wc& wc) {
 void VerbsEndpoint::schedule_credit() {
   if (credit_scheduled_) return;
   credit_scheduled_ = true;
-  dev_->engine().defer(lifetime_.guard([this] {
-    credit_scheduled_ = false;
-    send_credit();
-  }));
+  if (credit_call_ == 0) {
+    credit_call_ = dev_->engine().add_deferred_call([this] {
+      credit_scheduled_ = false;
+      send_credit();
+    });
+  }
+  dev_->engine().defer_call(credit_call_);
 }
 
 // One credit message for every slot freed since the last one, if the peer can take it now;

@@ -84,10 +84,13 @@ void VerbsEndpoint::cut() {
 void VerbsEndpoint::schedule_flush() {
   if (flush_scheduled_) return;
   flush_scheduled_ = true;
-  dev_->engine().defer(lifetime_.guard([this] {
-    flush_scheduled_ = false;
-    flush();
-  }));
+  if (flush_call_ == 0) {
+    flush_call_ = dev_->engine().add_deferred_call([this] {
+      flush_scheduled_ = false;
+      flush();
+    });
+  }
+  dev_->engine().defer_call(flush_call_);
 }
 
 // Posts every cut fragment as one chain (one doorbell). Signalled: every signal_every-th request
