@@ -79,9 +79,7 @@ void ProgressEngine::post(Task task) {
     local_.push_back(Posted{std::move(task), nullptr});
     return;
   }
-  auto* node = new TaskNode(std::move(task));
-  node->posted_task_ = true;
-  push_inbox(node);
+  push_inbox(new TaskNode(std::move(task)));
 }
 
 void ProgressEngine::post(PostedWork* work) {
@@ -341,13 +339,7 @@ void ProgressEngine::take_inbox(std::vector<Posted>& out) {
   out.resize(base + n);
   for (std::size_t i = base + n; node != nullptr; --i) {
     PostedWork* next = node->posted_next_;
-    if (node->posted_task_) {
-      auto* t = static_cast<TaskNode*>(node);
-      out[i - 1] = Posted{std::move(t->task), nullptr};
-      delete t;
-    } else {
-      out[i - 1] = Posted{Task{}, node};
-    }
+    out[i - 1] = Posted{Task{}, node};
     node = next;
   }
 }

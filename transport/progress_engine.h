@@ -52,7 +52,6 @@ class PostedWork {
  private:
   friend class ProgressEngine;
   PostedWork* posted_next_ = nullptr;  // the inbox's link
-  bool posted_task_ = false;           // the engine's own wrapper of a Task
 };
 
 class ProgressEngine {
@@ -145,10 +144,14 @@ class ProgressEngine {
   // (written to `events`), or 0 with *work telling whether a poller or the inbox has work.
   int spin(int timeout_ms, epoll_event* events, int max_events, bool* work);
   bool inbox_pending() const { return inbox_head_.load(std::memory_order_seq_cst) != nullptr; }
+  // A Task posted from another thread travels the inbox as an item of its own.
   struct TaskNode final : PostedWork {
     explicit TaskNode(Task t) : task(std::move(t)) {}
-    void run_posted() override {}   // never called: take_inbox() takes the task out
-    void drop_posted() override {}  // ditto
+    void run_posted() override {
+      std::unique_ptr<TaskNode> self(this);
+      task();
+    }
+    void drop_posted() override { delete this; }
     Task task;
   };
   // A posted task or item, in a batch (local_, posted_batch_): exactly one of the two is set.
