@@ -285,7 +285,8 @@ bool UcxWorker::pump(bool arm) {
       if (ran && engine_.tasks_waiting()) {
         // Tasks the sinks queued (a reply, a completion's next post) run before more progress.
         // Nothing is lost by returning: the next spin round pumps again, and before_sleep()
-        // arms (or finds the events) before the loop blocks.
+        // kicks a pump for callbacks still queued, or arms (or finds the events), before the
+        // loop blocks.
         in_pump_ = false;
         return true;
       }
@@ -329,6 +330,12 @@ bool UcxWorker::arm() {
 
 bool UcxWorker::before_sleep() {
   if (in_pump_ || pump_scheduled_) return true;
+  if (!later_.empty()) {
+    // Callbacks queued while a pump had yielded to the loop's tasks (pump() returns early when
+    // tasks wait): no UCX event may come to wake the loop for them (a failed endpoint's report).
+    kick();
+    return true;
+  }
   if (arm()) return false;
   kick();  // events arrived since the last progress (or polling): handle them before sleeping
   return true;

@@ -100,7 +100,8 @@ class UcxWorker {
   // The engine's poller: a pump run inline (idle: one ucp_worker_progress); true when it found
   // work. It never arms: before_sleep() does, once, when the loop is about to block.
   bool poll();
-  // The engine's before-sleep hook: arms; true (and a pump kicked) if work is pending.
+  // The engine's before-sleep hook: arms; true (and a pump kicked) if work is pending, later()
+  // callbacks included.
   bool before_sleep();
   bool run_later();
   static ucs_status_t on_am(void* arg, const void* header, size_t header_length, void* data,
