@@ -66,8 +66,9 @@ class UcxBackend final : public Backend {
   void shutdown() override {
     listeners_.clear();
     connectors_.shutdown();  // abandoned: no report
-    // The connections were closed just before (Core::close): let their goodbyes finish.
-    if (worker_) worker_->finish_goodbyes_now();
+    // The connections were closed just before (Core::close): let their goodbyes and closes
+    // finish while the peers' loops still answer.
+    if (worker_) worker_->finish_closing_now();
   }
 
  private:

@@ -17,7 +17,6 @@ const SizeTunable kRndvThresh{
     "into the destination, one round trip per frame)"};
 
 constexpr int kMaxRounds = 256;  // progress calls per pump before yielding
-constexpr auto kCloseDrain = std::chrono::milliseconds(2000);  // bound on closing at destruction
 
 }  // namespace
 
@@ -83,15 +82,10 @@ UcxWorker::~UcxWorker() {
   if (pump_call_ != 0) engine_.remove_deferred_call(pump_call_);
   if (poller_ != 0) engine_.remove_poller(poller_);
   engine_.unwatch(efd_);
-  // Endpoints are gone (the core closes them before backends); finish their goodbyes (bounded by
-  // kGoodbyeWait; peers closing at the same time acknowledge each other's), then their close
-  // requests, all within kCloseDrain.
-  const auto deadline = Clock::now() + kCloseDrain;
-  finish_goodbyes_now();
-  while (!closing_.empty() && Clock::now() < deadline) {
-    ucp_worker_progress(worker_);
-    later_.clear();
-  }
+  // Endpoints are gone (the core closes them before backends, and the backend's shutdown drained
+  // their closes already unless it was never called): what is left gets kCloseDrain once more.
+  finish_closing_now();
+  later_.clear();
   if (!closing_.empty()) {
     TICTAC_LOG(warn) << "UCX: " << closing_.size() << " endpoint close(s) did not finish within "
                      << kCloseDrain.count() << " ms; destroying the worker anyway";
@@ -179,14 +173,22 @@ ucs_status_t UcxWorker::on_goodbye_am(void* arg, const void* header, size_t head
   return UCS_OK;
 }
 
-void UcxWorker::finish_goodbyes_now() {
-  const auto deadline = Clock::now() + kGoodbyeWait;
-  while (!goodbyes_.empty() && Clock::now() < deadline) {
+void UcxWorker::finish_closing_now() {
+  // One kCloseDrain in all: the destructor's call after the shutdown's waits no longer.
+  if (!drain_start_) drain_start_ = Clock::now();
+  const auto start = *drain_start_;
+  const auto goodbye_deadline = start + kGoodbyeWait;
+  while (!goodbyes_.empty() && Clock::now() < goodbye_deadline) {
     ucp_worker_progress(worker_);
     send_acks();
     finish_goodbyes();
   }
-  finish_goodbyes();
+  finish_goodbyes();  // closes the rest (those whose wait is over)
+  const auto close_deadline = start + kCloseDrain;
+  while (!closing_.empty() && Clock::now() < close_deadline) {
+    ucp_worker_progress(worker_);
+    send_acks();  // a peer closing at the same time waits for our acknowledgement
+  }
 }
 
 void UcxWorker::send_acks() {

@@ -23,6 +23,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -66,8 +67,13 @@ class UcxWorker {
   // At shutdown (the loop is about to stop): progresses UCX, and nothing else, until every
   // goodbye is acknowledged or has waited kGoodbyeWait, acknowledging the peers' goodbyes, so the
   // endpoints' closes start before the loop stops (a peer would otherwise see the disconnect only
-  // when the worker is destroyed).
-  void finish_goodbyes_now();
+  // when the worker is destroyed); then until those closes complete, all within kCloseDrain. A
+  // close completes only once the peer's worker answers the disconnect, and two peers that close
+  // at the same time each answer from here. Left to the destructor, with the loops already
+  // stopped, the one destroyed first had nobody answering it and waited the full kCloseDrain.
+  // Bounded once per worker: a second call (the destructor's) waits only what is left of it.
+  void finish_closing_now();
+  static constexpr std::chrono::milliseconds kCloseDrain{2000};
 
   // ucp_ep_params_t.err_handler for every endpoint of this worker (arg = the worker): routes a
   // peer failure (UCP_ERR_HANDLING_MODE_PEER) to the registered owner.
@@ -128,6 +134,7 @@ class UcxWorker {
   bool in_pump_ = false;
   bool pump_scheduled_ = false;
   bool retry_timer_set_ = false;
+  std::optional<Clock::time_point> drain_start_;  // the first finish_closing_now()
   bool arm_failed_ = false;  // logged once
   bool armed_ = false;       // ucp_worker_arm succeeded and no work was found since
   struct Later {
