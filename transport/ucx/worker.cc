@@ -2,6 +2,8 @@
 
 #include <sys/epoll.h>
 
+#include <algorithm>
+
 #include "common/log.h"
 #include "common/tunables.h"
 #include "transport/ucx/endpoint.h"
@@ -112,9 +114,20 @@ UcxEndpoint* UcxWorker::find(std::uint64_t serial) const {
 }
 
 void UcxWorker::close_ep(ucp_ep_h ep, bool force) {
-  // A peer that said goodbye reads nothing more and closes once acknowledged (or soon after): no
-  // goodbye back, and no flush, which would wait on a peer that is gone. Its frames are all here.
-  if (peer_left_.count(ep) != 0) force = true;
+  // A peer that said goodbye reads nothing more and waits for our acknowledgement: no goodbye
+  // back. Its acknowledgement is sent now if send_acks() has not sent it yet, and a healthy close
+  // flushes, which delivers it: a forced one dropped an acknowledgement still in flight, and the
+  // peer waited kGoodbyeWait (1 s) in about half of the closes where both sides closed at once.
+  // (`force` stays: frames in flight, or a failed endpoint.)
+  if (peer_left_.count(ep) != 0) {
+    auto due = std::find(acks_due_.begin(), acks_due_.end(), ep);
+    if (due != acks_due_.end()) {
+      acks_due_.erase(due);
+      (void)send_goodbye(ep, /*ack=*/true);
+    }
+    close_now(ep, force);
+    return;
+  }
   if (force || !send_goodbye(ep, /*ack=*/false)) {
     close_now(ep, force);
     return;
