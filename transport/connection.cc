@@ -222,6 +222,7 @@ void Connection::post_chunk(const Chunk& chunk) {
       set_out_state(chunk.message, m, OutState::all_handed);
     }
     if (m.req->state() == RequestState::queued) m.req->set_state(RequestState::posted);
+    if (host_.trace() != nullptr) s.posted_ns = trace_clock_ns();
   }
   post_frame(h, payload, s);
 }
@@ -246,6 +247,10 @@ void Connection::on_sent(std::uint64_t cookie) {
     auto o = out_.find(s.chunk.message);
     if (o != out_.end()) {
       OutMsg& m = o->second;
+      if (MessageTrace* t = host_.trace(); t != nullptr && s.posted_ns != 0) {
+        t->chunk(id_, m.req->tag(), m.req->priority(), s.chunk.message, s.chunk.offset,
+                 s.chunk.length, s.posted_ns);
+      }
       --m.chunks_out;
       if (m.chunks_out == 0 && m.state == OutState::cancelling) {
         finish_out(s.chunk.message, Status(StatusCode::cancelled, "send cancelled"));

@@ -55,6 +55,7 @@
 #include "transport/config.h"
 #include "transport/frame_mac.h"
 #include "transport/handshake.h"
+#include "transport/message_trace.h"
 #include "transport/request.h"
 #include "transport/send_queue.h"
 
@@ -88,6 +89,8 @@ class ConnectionHost {
   virtual std::size_t unexpected_count(const Connection& conn) const = 0;
   // True on the thread that runs the transport's loop (Connection checks it at every entry).
   virtual bool on_loop_thread() const = 0;
+  // The Context's timeline (TICTAC_TRACE), or nullptr when off.
+  virtual MessageTrace* trace() const { return nullptr; }
 };
 
 class Connection final : public EndpointSink {
@@ -192,6 +195,7 @@ class Connection final : public EndpointSink {
     bool control = false;
     std::uint64_t control_id = 0;
     Chunk chunk;
+    std::int64_t posted_ns = 0;  // data chunk handed to the backend, when traced
   };
 
   // Hands one frame to the endpoint, piggybacking the credit owed (kFlagCredit); a refusal fails

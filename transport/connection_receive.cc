@@ -214,6 +214,7 @@ void Connection::bind_in(std::uint64_t msg_id, InMsg& m, Request* req) {
 }
 
 void Connection::handle_data(const Header& h) {
+  if (MessageTrace* t = host_.trace()) t->landed(id_, h);
   InMsg& m = in_.at(h.msg_id);
   m.received += h.length;
   m.frame_in_progress = false;

@@ -58,6 +58,10 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
     return invalid_argument("context name of " + std::to_string(name.size()) +
                             " bytes is longer than " + std::to_string(kMaxNameBytes));
   }
+  // Before the engine's thread starts: a bad path fails here, with nothing to tear down.
+  Result<std::unique_ptr<MessageTrace>> trace =
+      MessageTrace::open(options.trace_path, name, config);
+  TICTAC_RETURN_IF_ERROR(trace);
   Result<std::unique_ptr<ProgressEngine>> engine = ProgressEngine::create(options.mode);
   TICTAC_RETURN_IF_ERROR(engine);
 
@@ -72,8 +76,10 @@ Result<std::unique_ptr<Context>> Context::create(ContextOptions options) {
     ctx->backend_status_.push_back(
         BackendStatus{std::string(b->name()), b->viability(), b->capabilities()});
   }
+  ctx->trace_on_ = *trace != nullptr;
   ctx->core_ = std::make_unique<Core>(*ctx->engine_, config, name, std::move(options.backends),
                                       std::move(auth_token), *ctx->cuda_);
+  ctx->core_->set_trace(std::move(trace).value());
   Core* core = ctx->core_.get();
   Result<bool> init = ctx->call<bool>([core](std::function<void(Result<bool>)> done) {
     Status st = core->init();
@@ -219,6 +225,7 @@ RequestId Context::submit(bool is_send, PeerId peer, Tag tag, const MemoryRegion
   auto req = std::make_unique<Request>(id, is_send ? RequestKind::send : RequestKind::recv, peer,
                                        tag, region.data() + (range.ok() ? offset : 0), length,
                                        priority, std::move(cb));
+  if (trace_on_) req->stamp_trace_submit(trace_clock_ns());
   Core* core = core_.get();
   if (range.ok() && !device && open_batch(this) == nullptr) {
     // The common case: the request itself is the posted item (one allocation per submit).

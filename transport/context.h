@@ -71,6 +71,9 @@ struct ContextOptions {
   // `config` is given (no authentication when that is unset too); "" = no authentication,
   // whatever the environment says. Peers must agree: a token on one side only is refused.
   std::optional<std::string> auth_token;
+  // Timeline file (transport/message_trace.h, docs/trace.md). Unset = TICTAC_TRACE; "" = off,
+  // whatever the environment says.
+  std::optional<std::string> trace_path;
   // Backends in order of preference; empty = the TCP backend.
   std::vector<std::unique_ptr<Backend>> backends;
   // The CUDA table for device buffers (not owned; must outlive the Context: tests pass the
@@ -165,6 +168,7 @@ class Context {
 
   const TransportConfig config_;
   const std::string name_;
+  bool trace_on_ = false;  // TICTAC_TRACE: submit() stamps each request (set once, in create())
   std::vector<BackendStatus> backend_status_;
   std::unique_ptr<ProgressEngine> engine_;
   std::unique_ptr<CudaDevices> cuda_;  // outlives core_

@@ -396,6 +396,7 @@ void Core::finish(Request* req, const Status& status, std::uint64_t bytes, PeerI
                "finishing an unknown request " << id);
   std::unique_ptr<Request> owned = std::move(it->second);
   request_nodes_.erase(requests_, it);
+  if (trace_ != nullptr) trace_->request(*owned, status, bytes, source);
   owned->complete(status, bytes, source);
 }
 

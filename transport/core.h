@@ -25,6 +25,7 @@
 #include "transport/connection.h"
 #include "transport/cuda_path.h"
 #include "transport/matcher.h"
+#include "transport/message_trace.h"
 #include "transport/progress_engine.h"
 #include "transport/request.h"
 
@@ -71,6 +72,9 @@ class Core final : public ConnectionHost, public CudaPathHost {
   void schedule_pump(SendQueue& queue) override;
   std::size_t unexpected_count(const Connection& conn) const override;
   bool on_loop_thread() const override;
+  MessageTrace* trace() const override { return trace_.get(); }
+  // Turns the timeline on (before init(); the Core owns it and closes the file when destroyed).
+  void set_trace(std::unique_ptr<MessageTrace> trace) { trace_ = std::move(trace); }
 
   // --- CudaPathHost ---
   void submit_inner(std::unique_ptr<Request> req) override;
@@ -104,6 +108,7 @@ class Core final : public ConnectionHost, public CudaPathHost {
   // Takes ownership of a device request; false (and completed) when the Core is closed.
   Request* adopt_device(std::unique_ptr<Request> req);
 
+  std::unique_ptr<MessageTrace> trace_;  // first: outlives everything that may finish a request
   ProgressEngine& engine_;
   const TransportConfig config_;
   const HelloInfo local_;

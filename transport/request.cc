@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "common/check.h"
+#include "transport/message_trace.h"
 
 namespace tictac::transport {
 
@@ -29,6 +30,9 @@ void Request::set_state(RequestState next) {
       (state_ == next && next != RequestState::completed);
   TICTAC_CHECK(legal, "request " << id_ << ": illegal transition " << to_string(state_) << " -> "
                                  << to_string(next));
+  if (next == RequestState::posted && trace_submit_ns_ != 0 && trace_posted_ns_ == 0) {
+    trace_posted_ns_ = trace_clock_ns();
+  }
   state_ = next;
 }
 

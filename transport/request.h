@@ -47,6 +47,13 @@ class Request final : public PostedWork {
   Priority priority() const { return priority_; }
   bool done() const { return state_ == RequestState::completed; }
 
+  // Trace stamps (transport/message_trace.h), CLOCK_MONOTONIC ns, 0 = not traced: when it was
+  // submitted (set by the Context on the caller's thread, before the loop sees it) and when it
+  // first entered `posted` (set by set_state, only when submitted is stamped).
+  void stamp_trace_submit(std::int64_t ns) { trace_submit_ns_ = ns; }
+  std::int64_t trace_submit_ns() const { return trace_submit_ns_; }
+  std::int64_t trace_posted_ns() const { return trace_posted_ns_; }
+
   // queued -> waiting_for_stream -> posted; checked transitions.
   void set_state(RequestState next);
   // Fires the callback (once; a second call is a broken invariant) and enters completed.
@@ -70,6 +77,8 @@ class Request final : public PostedWork {
   Priority priority_;
   Callback callback_;
   Core* submit_to_ = nullptr;
+  std::int64_t trace_submit_ns_ = 0;
+  std::int64_t trace_posted_ns_ = 0;
 };
 
 }  // namespace tictac::transport

@@ -12,6 +12,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -159,6 +160,7 @@ struct ContextSpec {
   std::string name;
   ProgressEngine::Mode mode = ProgressEngine::Mode::thread;
   TransportConfig config = small_config();
+  std::optional<std::string> trace_path;  // ContextOptions::trace_path (unset = TICTAC_TRACE)
 };
 
 inline std::unique_ptr<Context> make_context(const BackendKind& kind, const std::shared_ptr<loopback::Fabric>& fabric,
@@ -167,6 +169,7 @@ inline std::unique_ptr<Context> make_context(const BackendKind& kind, const std:
   o.name = spec.name;
   o.mode = spec.mode;
   o.config = spec.config;
+  o.trace_path = spec.trace_path;
   o.backends.push_back(kind.make(fabric));
   Result<std::unique_ptr<Context>> ctx = Context::create(std::move(o));
   EXPECT_TRUE(ctx.ok()) << ctx.status().to_string();
