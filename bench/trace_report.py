@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 """Summarises TICTAC_TRACE timelines (docs/trace.md): per file, the Context's settings, its sends
-and receives, the sends that waited longest before their first chunk left, and the order
-inversions: chunks of a less urgent message handed to the backend while a more urgent message
-had been submitted and was still waiting for its first chunk. With priorities enforced that
-count stays near 0 (a chunk already being posted when the urgent message arrived); with
-TICTAC_PRIORITY=0 it is most of the bulk traffic.
+and receives, the sends that waited longest before their first chunk left (split into the wait
+for the receiver and the wait in the priority lanes and the window), and the order inversions:
+chunks of a less urgent message handed to the backend while a more urgent message was cleared to
+go (eager, or its receiver's READY had come) and still waited for its first chunk. With
+priorities enforced that count stays near 0 (a chunk already being posted when the urgent
+message arrived); with TICTAC_PRIORITY=0 it is most of the bulk traffic.
 
   bench/trace_report.py trace-*.json            # a table per file
   bench/trace_report.py --json trace-*.json     # one JSON object per file, one per line
@@ -51,11 +52,12 @@ def report(path: str, top: int) -> dict:
     inversions = 0
     worst = []  # (inverted chunks, send)
     for s in sends:
-        wait = s["args"].get("us_before_first_chunk", -1)
-        if wait <= 0:
+        cleared = s["args"].get("us_before_cleared", -1)
+        first = s["args"].get("us_before_first_chunk", -1)
+        if cleared < 0 or first <= cleared:
             continue
-        lo = bisect.bisect_left(posted_at, s["ts"])
-        hi = bisect.bisect_left(posted_at, s["ts"] + wait)
+        lo = bisect.bisect_left(posted_at, s["ts"] + cleared)
+        hi = bisect.bisect_left(posted_at, s["ts"] + first)
         n = sum(1 for c in chunks[lo:hi] if c["args"]["priority"] > s["args"]["priority"])
         inversions += n
         if n:
@@ -74,6 +76,7 @@ def report(path: str, top: int) -> dict:
         "inversions": inversions,
         "messages_overtaken": len(worst),
         "longest_waits": [{"name": s["name"], "priority": s["args"]["priority"], "bytes": s["args"]["bytes"],
+                           "us_before_cleared": s["args"].get("us_before_cleared"),
                            "us_before_first_chunk": s["args"].get("us_before_first_chunk"),
                            "us_total": s["dur"]} for s in waits],
         "events": meta.get("tictac_trace", {}).get("events"),
@@ -92,13 +95,16 @@ def print_table(r: dict) -> None:
         print("  (file cut short: the process ended before its Context closed)")
     elif r["dropped"]:
         print(f"  WARNING: {r['dropped']} events dropped (TICTAC_TRACE_MAX_EVENTS)")
-    print(f"  order inversions: {r['inversions']} chunks of a less urgent message left while a more urgent one "
-          f"waited for its first chunk ({r['messages_overtaken']} messages overtaken)")
+    print(f"  order inversions: {r['inversions']} chunks of a less urgent message left while a more urgent one, "
+          f"cleared to go, waited for its first chunk ({r['messages_overtaken']} messages overtaken)")
     if r["longest_waits"]:
-        print("  longest waits before the first chunk:")
+        print("  longest waits before the first chunk (for the receiver / in the lanes and window):")
         for w in r["longest_waits"]:
+            cleared = w["us_before_cleared"]
+            lanes = w["us_before_first_chunk"] - cleared if cleared is not None and cleared >= 0 else float("nan")
             print(f"    {w['name']:<16} priority {w['priority']:>6}  {w['bytes']:>12} B  "
-                  f"waited {w['us_before_first_chunk']:>10.1f} us  done after {w['us_total']:>10.1f} us")
+                  f"waited {w['us_before_first_chunk']:>10.1f} us ({cleared:>10.1f} / {lanes:>9.1f})  "
+                  f"done after {w['us_total']:>10.1f} us")
 
 
 def main() -> int:

@@ -105,6 +105,7 @@ void Connection::send(Request* req) {
     out_nodes_.try_emplace(out_, msg_id).first->second = m;
     inline_nodes_.try_emplace(inline_pending_, msg_id);
     queue_.push(id_, msg_id, req->priority(), total, /*whole=*/true);
+    req->stamp_trace_cleared();
     host_.schedule_pump(queue_);
     return;
   }
@@ -112,7 +113,10 @@ void Connection::send(Request* req) {
   auto it = out_nodes_.try_emplace(out_, msg_id).first;
   it->second = m;
   push_control(announce_header(msg_id, it->second), {}, total == 0 ? msg_id : 0);
-  if (m.eager && total > 0) queue_.push(id_, msg_id, req->priority(), total);
+  if (m.eager && total > 0) {
+    queue_.push(id_, msg_id, req->priority(), total);
+    req->stamp_trace_cleared();
+  }
 }
 
 Header Connection::announce_header(std::uint64_t msg_id, const OutMsg& m) const {

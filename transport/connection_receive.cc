@@ -280,6 +280,7 @@ void Connection::handle_ready(const Header& h) {
     return;
   }
   queue_.push(id_, h.msg_id, m.req->priority(), m.req->length());
+  m.req->stamp_trace_cleared();
   host_.schedule_pump(queue_);
 }
 

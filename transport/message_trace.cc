@@ -177,10 +177,13 @@ void MessageTrace::request(const Request& req, const Status& status, std::uint64
   const bool send = req.kind() == RequestKind::send;
   const PeerId peer = req.peer() != kAnyPeer ? req.peer() : source;
   const std::int64_t posted = req.trace_posted_ns();
-  char extra[96];
+  char extra[160];
   if (send) {
-    std::snprintf(extra, sizeof extra, "\"priority\":%lld,\"us_before_first_chunk\":%.3f",
+    const std::int64_t cleared = req.trace_cleared_ns();
+    std::snprintf(extra, sizeof extra,
+                  "\"priority\":%lld,\"us_before_cleared\":%.3f,\"us_before_first_chunk\":%.3f",
                   static_cast<long long>(req.priority()),
+                  cleared != 0 ? us(cleared - submitted) : -1.0,
                   posted != 0 ? us(posted - submitted) : -1.0);
   } else {
     std::snprintf(extra, sizeof extra, "\"us_before_bound\":%.3f",

@@ -51,8 +51,12 @@ class Request final : public PostedWork {
   // submitted (set by the Context on the caller's thread, before the loop sees it) and when it
   // first entered `posted` (set by set_state, only when submitted is stamped).
   void stamp_trace_submit(std::int64_t ns) { trace_submit_ns_ = ns; }
+  // A send's data entered its priority lane (eager, claimed, or the receiver's READY came): from
+  // here on only the scheduler and the window hold it back. Stamped once, when traced.
+  void stamp_trace_cleared();
   std::int64_t trace_submit_ns() const { return trace_submit_ns_; }
   std::int64_t trace_posted_ns() const { return trace_posted_ns_; }
+  std::int64_t trace_cleared_ns() const { return trace_cleared_ns_; }
 
   // queued -> waiting_for_stream -> posted; checked transitions.
   void set_state(RequestState next);
@@ -79,6 +83,7 @@ class Request final : public PostedWork {
   Core* submit_to_ = nullptr;
   std::int64_t trace_submit_ns_ = 0;
   std::int64_t trace_posted_ns_ = 0;
+  std::int64_t trace_cleared_ns_ = 0;
 };
 
 }  // namespace tictac::transport
