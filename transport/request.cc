@@ -36,9 +36,7 @@ void Request::set_state(RequestState next) {
   state_ = next;
 }
 
-void Request::stamp_trace_cleared() {
-  if (trace_submit_ns_ != 0 && trace_cleared_ns_ == 0) trace_cleared_ns_ = trace_clock_ns();
-}
+void Request::stamp_cleared_now() { trace_cleared_ns_ = trace_clock_ns(); }
 
 void Request::complete(const Status& status, std::uint64_t bytes, PeerId source) {
   TICTAC_CHECK(state_ != RequestState::completed, "request " << id_ << " completed twice");

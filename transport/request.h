@@ -53,7 +53,9 @@ class Request final : public PostedWork {
   void stamp_trace_submit(std::int64_t ns) { trace_submit_ns_ = ns; }
   // A send's data entered its priority lane (eager, claimed, or the receiver's READY came): from
   // here on only the scheduler and the window hold it back. Stamped once, when traced.
-  void stamp_trace_cleared();
+  void stamp_trace_cleared() {
+    if (trace_submit_ns_ != 0 && trace_cleared_ns_ == 0) stamp_cleared_now();
+  }
   std::int64_t trace_submit_ns() const { return trace_submit_ns_; }
   std::int64_t trace_posted_ns() const { return trace_posted_ns_; }
   std::int64_t trace_cleared_ns() const { return trace_cleared_ns_; }
@@ -84,6 +86,7 @@ class Request final : public PostedWork {
   std::int64_t trace_submit_ns_ = 0;
   std::int64_t trace_posted_ns_ = 0;
   std::int64_t trace_cleared_ns_ = 0;
+  void stamp_cleared_now();  // out of line: the clock is read only when traced
 };
 
 }  // namespace tictac::transport
