@@ -26,7 +26,6 @@ class Bucket:
     ready: set = field(default_factory=set)   # ids of parameters whose gradient is in
     launched: bool = False         # launched in the current backward pass
     pending: bool = False          # step() was called: its update waits to be applied
-    divided: bool = False          # the buffer holds averages (sum / world), not sums
     shard: object = None           # a ShardedParam (sharded.py): updated in slices, no flat
 
     def offsets(self) -> List[int]:
@@ -75,8 +74,11 @@ def make_buckets(order: List[str], params_by_name: Dict[str, torch.nn.Parameter]
     return buckets
 
 
-def fill(bucket: Bucket) -> torch.Tensor:
-    """The bucket's flat buffer: gradients (zeros where there is none) then the used flags."""
+def fill(bucket: Bucket, world: int) -> torch.Tensor:
+    """The bucket's flat buffer: gradients divided by the world size (zeros where there is none),
+    then the used flags. As DistributedDataParallel does, the division happens while copying (one
+    pass over the gradients), so the all-reduce's sum is the average and nothing is left to do
+    after it."""
     n = len(bucket.params)
     head = bucket.params[0]
     if bucket.flat is None:
@@ -88,20 +90,20 @@ def fill(bucket: Bucket) -> torch.Tensor:
             view.zero_()
             flat[bucket.numel + i] = 0
         else:
-            view.copy_(p.grad.reshape(-1))
+            if world > 1:
+                torch.mul(p.grad.reshape(-1), 1.0 / world, out=view)
+            else:
+                view.copy_(p.grad.reshape(-1))
             flat[bucket.numel + i] = 1
     return flat
 
 
-def reduced_grads(bucket: Bucket, world: int) -> List[Optional[torch.Tensor]]:
-    """After the all-reduce (a sum; waits for it): each parameter's averaged gradient (divided by
-    the world size, as DDP does; once per all-reduce), or None when no rank used it. The tensors
-    are views of the bucket's buffer."""
+def reduced_grads(bucket: Bucket) -> List[Optional[torch.Tensor]]:
+    """After the all-reduce (waits for it): each parameter's averaged gradient (fill() divided
+    before the sum), or None when no rank used it. The tensors are views of the bucket's
+    buffer."""
     bucket.work.wait()
     flat = bucket.flat
-    if not bucket.divided:
-        flat[:bucket.numel].div_(world)
-        bucket.divided = True
     out: List[Optional[torch.Tensor]] = []
     for i, (p, at) in enumerate(zip(bucket.params, bucket.offsets())):
         used = float(flat[bucket.numel + i]) != 0

@@ -242,7 +242,7 @@ class OrderedDDP(nn.Module):
                 b.shard.launch(self._group)
             b.work = b.shard.work
         else:
-            flat = fill(b)
+            flat = fill(b, self._world)
             with _priority(b.index, self._group):
                 b.work = dist.all_reduce(flat, group=self._group, async_op=True)
         trace = self.trace
@@ -251,7 +251,7 @@ class OrderedDDP(nn.Module):
             index = b.index
             b.work.get_future().add_done_callback(
                 lambda _f: trace.append((index, "done", time.perf_counter())))
-        b.launched, b.pending, b.divided = True, False, False
+        b.launched, b.pending = True, False
         self.stats["launched"] += 1
 
     def _backward_done(self) -> None:
@@ -292,7 +292,7 @@ class OrderedDDP(nn.Module):
 
     def _update(self, b: Bucket) -> None:
         """On the updater thread: waits for the all-reduce (GIL released), then applies."""
-        grads = reduced_grads(b, self._world)
+        grads = reduced_grads(b)
         trace = self.trace
         if trace is not None:
             trace.append((b.index, "reduced", time.perf_counter()))
@@ -352,7 +352,7 @@ class OrderedDDP(nn.Module):
                 g = b.shard.averaged_grad(self._group)
                 p.grad = g
             elif b.work is not None:
-                for p, g in zip(b.params, reduced_grads(b, self._world)):
+                for p, g in zip(b.params, reduced_grads(b)):
                     p.grad = None if g is None else g.clone()
 
     @contextlib.contextmanager
