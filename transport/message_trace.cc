@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "common/log.h"
 #include "common/tunables.h"
 #include "transport/request.h"
 
@@ -140,7 +141,11 @@ MessageTrace::~MessageTrace() {
       "{\"name\":\"tictac_trace\",\"ph\":\"M\",\"pid\":%ld,\"tid\":0,\"args\":{\"events\":%llu,"
       "\"dropped\":%llu}}\n]\n",
       pid_, static_cast<unsigned long long>(written_), static_cast<unsigned long long>(dropped_));
-  std::fclose(file_);
+  const bool failed = std::ferror(file_) != 0;
+  if (std::fclose(file_) != 0 || failed) {
+    TICTAC_LOG(warn) << "TICTAC_TRACE: writing " << path_
+                     << " failed (disk full or the file removed?): the trace is incomplete";
+  }
 }
 
 bool MessageTrace::begin_event() {
