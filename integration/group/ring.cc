@@ -69,7 +69,8 @@ class Ring {
   Ring(Group& g, std::byte* data, const Blocks& blocks, std::size_t elem, const ReduceFn* reduce,
        transport::Priority priority, const std::string& what, int first, int last,
        std::size_t chunk_bytes, bool early, std::size_t early_scratch,
-       const std::byte* in = nullptr, const BeforeSend* before_send = nullptr)
+       const std::byte* in = nullptr, const BeforeSend* before_send = nullptr,
+       const ReduceFn* last_reduce = nullptr)
       : group_(g),
         data_(data),
         in_(in),
@@ -77,6 +78,7 @@ class Ring {
         blocks_(blocks),
         elem_(elem),
         reduce_(reduce),
+        last_reduce_(last_reduce != nullptr && *last_reduce ? last_reduce : reduce),
         first_(first),
         last_(last),
         early_(early),
@@ -131,10 +133,11 @@ class Ring {
       const int s = step_[static_cast<std::size_t>(j)];
       if (s < n_ - 1) {  // reduce-scatter: fold the received piece in
         const Range piece = chunk(recv_block(s), j);
+        const ReduceFn& fold = s == n_ - 2 ? *last_reduce_ : *reduce_;  // block r is complete
         if (piece.len > 0 && in_ == nullptr) {
-          (*reduce_)(data_ + piece.begin * elem_, slot(j, s), piece.len);
+          fold(data_ + piece.begin * elem_, slot(j, s), piece.len);
         } else if (piece.len > 0) {
-          (*reduce_)(recv_dst(j, s), in_ + piece.begin * elem_, piece.len);
+          fold(recv_dst(j, s), in_ + piece.begin * elem_, piece.len);
         }
       }
       if (++step_[static_cast<std::size_t>(j)] < last_) {
@@ -226,6 +229,7 @@ class Ring {
   const Blocks& blocks_;
   std::size_t elem_;
   const ReduceFn* reduce_;
+  const ReduceFn* last_reduce_;  // the last reduce-scatter step's fold (reduce_ unless given)
   int first_, last_;
   bool early_;  // TICTAC_RING_EARLY_RECV
   int n_, r_;
@@ -278,7 +282,7 @@ Status ring_reduce_scatter(Group& g, void* data, const Blocks& blocks, std::size
 Status ring_reduce_scatter_into(Group& g, const void* in, void* out, const Blocks& blocks,
                                 std::size_t elem_size, const ReduceFn& reduce,
                                 transport::Priority priority, const std::string& what,
-                                const BeforeSend& before_send) {
+                                const BeforeSend& before_send, const ReduceFn* last_reduce) {
   Result<RingTunables> t = ring_tunables();
   if (!t.ok()) return t.status();
   auto* dst = static_cast<std::byte*>(out);
@@ -293,7 +297,8 @@ Status ring_reduce_scatter_into(Group& g, const void* in, void* out, const Block
     return Status::Ok();
   }
   Ring ring(g, dst, blocks, elem_size, &reduce, priority, what, 0, g.size() - 1, t->chunk_bytes,
-            t->early, t->early_scratch, static_cast<const std::byte*>(in), &before_send);
+            t->early, t->early_scratch, static_cast<const std::byte*>(in), &before_send,
+            last_reduce);
   return ring.run();
 }
 

@@ -54,11 +54,14 @@ Status ring_reduce_scatter(Group& g, void* data, const Blocks& blocks, std::size
 // (blocks.len[rank()] elements, not overlapping `in`) holds the reduction over ranks of their
 // block rank(). `reduce` must be commutative (it folds `in` into the received partial sum). Two
 // or three blocks of scratch (three when receives go a step early, within
-// kRingEarlyScratchBytes), from the group's pool: no copy of the input.
+// kRingEarlyScratchBytes), from the group's pool: no copy of the input. `last_reduce`, when
+// given, folds the last step's piece into `out` instead of `reduce` (an average divides there,
+// in the same pass, instead of in a pass of its own afterwards).
 Status ring_reduce_scatter_into(Group& g, const void* in, void* out, const Blocks& blocks,
                                 std::size_t elem_size, const ReduceFn& reduce,
                                 transport::Priority priority, const std::string& what,
-                                const BeforeSend& before_send = {});
+                                const BeforeSend& before_send = {},
+                                const ReduceFn* last_reduce = nullptr);
 // Block rank() of `data` is this rank's input; on return every block holds its rank's input.
 // The receives posted before `before_send` land in block rank() - 1, never in block rank().
 Status ring_allgather(Group& g, void* data, const Blocks& blocks, std::size_t elem_size,

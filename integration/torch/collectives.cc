@@ -207,12 +207,15 @@ c10::intrusive_ptr<c10d::Work> TicTacBackend::reduce_scatter_tensor_coalesced(
               ins[i].is_contiguous() && outs[i].is_contiguous() &&
               !ins[i].storage().is_alias_of(outs[i].storage())) {
             // The gates are waited for once the first receives are posted.
+            const bool fused = static_cast<bool>(reds[i].fn_then_post);
             Status s = group::ring_reduce_scatter_into(
                 *g, ins[i].data_ptr(), outs[i].data_ptr(), group::Blocks::equal(m, n),
                 ins[i].element_size(), reds[i].fn, p, "reduce_scatter",
-                [] { return group::PendingGates::wait(); });
+                [] { return group::PendingGates::wait(); },
+                fused ? &reds[i].fn_then_post : nullptr);
             if (!s.ok()) return s;
-            if (reds[i].post) reds[i].post(outs[i]);
+            // With one rank the ring copies the input: there is no fold to divide in (AVG of 1).
+            if (reds[i].post && !fused) reds[i].post(outs[i]);
             continue;
           }
           Status ready = group::PendingGates::wait();

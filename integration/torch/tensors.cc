@@ -61,6 +61,22 @@ void check_same_dtype(const std::vector<at::Tensor>& tensors, const char* op) {
   }
 }
 
+namespace {
+
+// acc = (acc + in) / world in one pass: the same result as add_ then div_ (each element is
+// rounded after the sum and after the division either way).
+template <typename T>
+group::ReduceFn sum_then_divide(int world) {
+  return [world](void* acc, const void* in, std::size_t n) {
+    T* a = static_cast<T*>(acc);
+    const T* b = static_cast<const T*>(in);
+    const T w = static_cast<T>(world);
+    for (std::size_t i = 0; i < n; ++i) a[i] = (a[i] + b[i]) / w;
+  };
+}
+
+}  // namespace
+
 Reduction make_reduction(const c10d::ReduceOp& rop, at::ScalarType dtype, int world,
                          const char* what) {
   const auto op = rop.op_;
@@ -90,6 +106,8 @@ Reduction make_reduction(const c10d::ReduceOp& rop, at::ScalarType dtype, int wo
   };
   if (op == c10d::ReduceOp::AVG) {
     red.post = [world](at::Tensor& t) { t.div_(world); };
+    if (dtype == at::kFloat) red.fn_then_post = sum_then_divide<float>(world);
+    if (dtype == at::kDouble) red.fn_then_post = sum_then_divide<double>(world);
   }
   if (op == c10d::ReduceOp::PREMUL_SUM) {
     const auto* sup = dynamic_cast<const c10d::PreMulSumSupplement*>(rop.supplement_.get());

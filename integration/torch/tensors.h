@@ -34,6 +34,9 @@ struct Reduction {
   group::ReduceFn fn;
   std::function<void(at::Tensor&)> pre;
   std::function<void(at::Tensor&)> post;
+  // `fn` and `post` in one pass (AVG on float and double: (acc + in) / world), for a collective
+  // whose last fold produces the result (the out-of-place reduce-scatter); empty otherwise.
+  group::ReduceFn fn_then_post;
 };
 // TORCH_CHECKs that `op` is usable on `dtype` (AVG and PREMUL_SUM need floating point).
 Reduction make_reduction(const c10d::ReduceOp& op, at::ScalarType dtype, int world,

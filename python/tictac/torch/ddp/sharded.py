@@ -88,7 +88,10 @@ class ShardedParam:
         """Posts the reduce-scatter (in backward, on the training thread), and with a direct
         input the all-reduce of the "used" flags after it."""
         if self.direct:
-            self.work = dist.reduce_scatter_tensor(self.recv, self.input, group=group, async_op=True)
+            # AVG: the backend divides in the ring's last fold, so no pass over the slice is
+            # left between the reduce-scatter and the update.
+            self.work = dist.reduce_scatter_tensor(self.recv, self.input, op=dist.ReduceOp.AVG,
+                                                   group=group, async_op=True)
             self.used_work = dist.all_reduce(self.used, group=group, async_op=True)
         else:
             self.work = dist.reduce_scatter_tensor(self.recv, self.send.view(-1), group=group, async_op=True)
@@ -119,7 +122,7 @@ class ShardedParam:
         elif float(self.recv[self.s]) == 0:
             return None
         mine = self.recv[:self.end - self.begin]
-        if not self.divided:
+        if not self.direct and not self.divided:  # a direct input was averaged by the reduce-scatter
             mine.div_(self.world)
             self.divided = True
         return mine
