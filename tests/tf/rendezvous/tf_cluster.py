@@ -1,9 +1,10 @@
 """Runs ps_train.py clusters (1 PS + N workers, each a process on loopback) for the grpc+tictac
 tests and the bench. Ports: free gRPC ports whose TicTac port (+ TICTAC_TF_PORT_OFFSET, default
-1000) is free too."""
+1000) is free too, both below the kernel's ephemeral port range (free_ports)."""
 import json
 import os
 import pathlib
+import random
 import socket
 import subprocess
 import sys
@@ -34,17 +35,39 @@ def _free(port):
         s.close()
 
 
+def _ephemeral_low():
+    """The lowest port the kernel hands out to outgoing connections and port-0 binds."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_ports(n, offset=None):
+    """n free gRPC ports whose TicTac port (+ offset) is free too, both below the kernel's
+    ephemeral range: a port taken from that range (as a port-0 bind gives) can be handed to
+    another process's outgoing connection, for example a test running beside this one, between
+    this probe and the servers' bind. Ports near torch's default 29500 are avoided."""
     offset = int(os.environ.get("TICTAC_TF_PORT_OFFSET", "1000")) if offset is None else offset
+    top = _ephemeral_low() - offset  # p + offset stays below the ephemeral range
+    rng = random.Random()
     ports = []
-    while len(ports) < n:
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        p = s.getsockname()[1]
-        s.close()
-        if p + offset < 65536 and p not in ports and _free(p + offset):
+    for _ in range(10000):
+        if len(ports) == n:
+            return ports
+        if top > 11000:
+            p = rng.randrange(10000, top)
+            if abs(p - 29500) < 200 or abs(p + offset - 29500) < 200:
+                continue
+        else:  # an unusual ephemeral range: take the kernel's pick, as before
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            p = s.getsockname()[1]
+            s.close()
+        if p + offset < 65536 and p not in ports and p + offset not in ports and _free(p) and _free(p + offset):
             ports.append(p)
-    return ports
+    raise RuntimeError(f"no {n} free port pairs (gRPC port and +{offset}) found")
 
 
 def cluster_spec(workers=2):
