@@ -65,7 +65,8 @@ def free_ports(n, offset=None):
             s.bind(("127.0.0.1", 0))
             p = s.getsockname()[1]
             s.close()
-        if p + offset < 65536 and p not in ports and p + offset not in ports and _free(p) and _free(p + offset):
+        taken = set(ports) | {q + offset for q in ports}  # no port may be another task's TicTac port
+        if p + offset < 65536 and p not in taken and p + offset not in taken and _free(p) and _free(p + offset):
             ports.append(p)
     raise RuntimeError(f"no {n} free port pairs (gRPC port and +{offset}) found")
 
