@@ -23,7 +23,7 @@ import json
 import logging
 import os
 import sys
-from typing import Any, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import torch
 from torch import nn
@@ -192,21 +192,30 @@ def main(argv: Optional[List[str]] = None) -> int:
         for r in failed:
             print(f"tictac.torch.train: rank {r.rank} failed: {r}", file=sys.stderr)
         return 1 if failed else 0
+    return run_distributed("tictac.torch.train", a, lambda rank: _rank_main(rank, a))
+
+
+def run_distributed(prog: str, a: argparse.Namespace, work: Callable[[int], Any]) -> int:
+    """Joins the process group (a.backend, a.init_method, a.rank, a.world_size, a.timeout), runs
+    work(rank), leaves it; the exit status. 2: the group cannot be joined because of a bad value,
+    1: it cannot be joined otherwise. A rank whose work raises prints the error, prefixed with
+    `prog`, and exits 1 at once: no teardown, so peers waiting on it get a closed connection."""
     try:
         ps.init_distributed(a.backend, init_method=a.init_method, rank=a.rank, world_size=a.world_size,
                             timeout=a.timeout)
     except (ValueError, RuntimeError) as e:
-        print(f"tictac.torch.train: cannot join the process group: {e}", file=sys.stderr)
+        print(f"{prog}: cannot join the process group: {e}", file=sys.stderr)
         return 2 if isinstance(e, ValueError) else 1
     import torch.distributed as dist
     rank = dist.get_rank()
     try:
-        _rank_main(rank, a)
+        work(rank)
     except Exception as e:
-        print(f"tictac.torch.train: rank {rank}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        print(f"{prog}: rank {rank}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         sys.stdout.flush()
-        os._exit(1)             # no teardown: peers waiting on us get a closed connection at once
+        os._exit(1)
     dist.destroy_process_group()
+    sys.stdout.flush()
     return 0
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import statistics
 import sys
 import time
@@ -27,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from tictac.torch.ddp.ordered import POLICIES as ORDERED_POLICIES
-from tictac.torch.train import ModelSpec, SyntheticData
+from tictac.torch.train import ModelSpec, SyntheticData, run_distributed
 
 POLICIES = ORDERED_POLICIES + ("ddp",)
 
@@ -136,24 +135,7 @@ def train(a: argparse.Namespace) -> None:
 
 def main(argv: Optional[List[str]] = None) -> int:
     a = parse_args(argv)
-    from tictac.torch.ps import init_distributed
-    try:
-        init_distributed(a.backend, init_method=a.init_method, rank=a.rank, world_size=a.world_size,
-                         timeout=a.timeout)
-    except (ValueError, RuntimeError) as e:
-        print(f"tictac.torch.train_ddp: cannot join the process group: {e}", file=sys.stderr)
-        return 2 if isinstance(e, ValueError) else 1
-    import torch.distributed as dist
-    rank = dist.get_rank()
-    try:
-        train(a)
-    except Exception as e:
-        print(f"tictac.torch.train_ddp: rank {rank}: {type(e).__name__}: {e}", file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        os._exit(1)             # no teardown: peers waiting on us get a closed connection at once
-    dist.destroy_process_group()
-    sys.stdout.flush()
-    return 0
+    return run_distributed("tictac.torch.train_ddp", a, lambda _rank: train(a))
 
 
 if __name__ == "__main__":
