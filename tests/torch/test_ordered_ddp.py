@@ -178,3 +178,24 @@ def test_updates_are_applied_when_the_allreduce_completes():
         assert r["moved"], f"rank {rank}: no forward ran and the weights did not move: {r}"
         # No forward ran, so nothing was applied in a pre-hook: the updater applied them.
         assert r["stats"]["applied_in_forward"] == 0, f"rank {rank}: {r}"
+
+
+def _oversubscribed(rank, world):
+    import torch
+    from torch import nn
+    model = nn.Linear(4, 4)
+    wrapped = tictac.torch.ordered_ddp(model, torch.optim.SGD(model.parameters(), lr=0.1), policy="fifo")
+    msg = wrapped.oversubscribed
+    wrapped.remove()
+    return msg
+
+
+def test_more_local_ranks_than_cores_is_warned_about():
+    cores = len(os.sched_getaffinity(0))
+    for rank, msg in enumerate(run_ranks(_oversubscribed, world=2, timeout=120,
+                                         env={"LOCAL_WORLD_SIZE": str(cores + 1)})):
+        assert msg and f"{cores + 1} ranks share {cores} CPU core(s)" in msg, f"rank {rank}: {msg!r}"
+    # Counter-check: as many ranks as cores (or fewer) is not warned about.
+    for rank, msg in enumerate(run_ranks(_oversubscribed, world=2, timeout=120,
+                                         env={"LOCAL_WORLD_SIZE": str(cores)})):
+        assert msg is None, f"rank {rank}: {msg!r}"

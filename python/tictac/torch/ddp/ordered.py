@@ -81,6 +81,27 @@ def _shard_bytes_from_env() -> int:
     return n
 
 
+def _warn_if_ranks_share_cores() -> Optional[str]:
+    """A warning (logged once per process, also returned) when torchrun put more ranks on this
+    host (LOCAL_WORLD_SIZE) than this process may run on cores: then the ranks are CPU-bound, the
+    order has nothing to overlap, and the updater thread's work costs time (docs/ddp.md, resnet50
+    on 2 cores: 0.82x DDP with 4 ranks, 1.10x with 2)."""
+    try:
+        local = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)
+    except ValueError:
+        return None
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 0)
+    if cores <= 0 or local <= cores:
+        return None
+    msg = (f"tictac.torch.ordered_ddp: {local} ranks share {cores} CPU core(s) on this host "
+           f"(LOCAL_WORLD_SIZE={local}); with the ranks CPU-bound, ordering has nothing to overlap and "
+           f"its updater thread costs CPU, so plain DistributedDataParallel may be faster here (docs/ddp.md)")
+    if not getattr(_warn_if_ranks_share_cores, "warned", False):
+        _warn_if_ranks_share_cores.warned = True
+        log.warning("%s", msg)
+    return msg
+
+
 class OrderedDDP(nn.Module):
     """See the module docstring. ``module`` is wrapped (its parameters and buffers are broadcast
     from the group's first rank now); ``optimizer.step`` is replaced by the deferred step."""
@@ -108,6 +129,7 @@ class OrderedDDP(nn.Module):
         if self._world < 2 or not _is_tictac(group):
             self._shard_bytes = 0    # the gated all-gather needs the tictac backend
         self._seed = seed
+        self.oversubscribed = _warn_if_ranks_share_cores()   # None, or the warning it logged
         self._optimizer = optimizer
         self._params: Dict[str, nn.Parameter] = dict(module.named_parameters())
         self._buckets: Optional[List[Bucket]] = None
