@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 
 from tictac.torch.ddp.ordered import POLICIES as ORDERED_POLICIES
-from tictac.torch.train import ModelSpec, SyntheticData, run_distributed
+from tictac.torch.train import ModelSpec, SyntheticData, describe_backend, run_distributed
 
 POLICIES = ORDERED_POLICIES + ("ddp",)
 
@@ -70,11 +70,7 @@ def parse_args(argv: Optional[List[str]] = None) -> argparse.Namespace:
 
 def describe(a: argparse.Namespace, ordered: bool, priorities: bool) -> str:
     what = f"policy {a.policy} (ordered_ddp)" if ordered else "policy ddp (DistributedDataParallel)"
-    if "tictac" not in a.backend:
-        how = f"backend {a.backend} (baseline: no TicTac transport, priorities off)"
-    else:
-        how = f"backend {a.backend} (priorities {'on' if priorities else 'off'})"
-    return f"model {a.model}, {what}, {how}"
+    return f"model {a.model}, {what}, {describe_backend(a.backend, priorities)}"
 
 
 def summarize(iter_ms_by_rank: List[List[float]], warmup: int, batch: int) -> str:
