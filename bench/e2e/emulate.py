@@ -22,6 +22,19 @@ produced, and the real tensors cross the real transport at their real sizes. ``E
 as one leaf call, as it keeps an ``nn.Conv2d``; TAC's planner then times the replayed ops.
 
 ``TICTAC_EMU_SCALE`` (default 1.0) multiplies every time (a faster or slower "device").
+
+``TICTAC_EMU_CLOCK`` (default ``device``) chooses how the times are slept:
+
+- ``device``: the ops run back to back on a device timeline (``DeviceClock``), as kernels on a
+  GPU stream do while the host runs ahead. What a sleep overshoots (the wake-up, a wait for a
+  CPU on a loaded machine, re-taking the GIL) and the host's own work between two ops are
+  owed to the device and taken off the next ops' sleeps, so the replay's compute does not
+  stretch when the host's cores are busy. The device counts as idle, and owes nothing, after
+  a forward pre-hook that blocked (the op waited for its parameters: it starts when they are
+  there, as a stream waiting on the copy does) and after a host gap between two ops of more
+  than 1 ms (a wait elsewhere, e.g. in a gradient hook, or the step between iterations).
+- ``sleep``: each op sleeps its time from the moment the host reaches it (the replay before
+  2026-12-06): every late wake-up and host delay adds to the compute.
 """
 
 from __future__ import annotations
@@ -29,7 +42,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Dict, List, Sequence
+from typing import Any, Dict, List, Optional, Sequence
 
 import torch
 from torch import nn
@@ -37,9 +50,49 @@ from torch import nn
 PROFILE_FORMAT = "tictac-emu-profile/1"
 
 
-def _sleep(seconds: float) -> None:
-    if seconds > 0:
-        time.sleep(seconds)
+CLOCKS = ("device", "sleep")
+
+
+class DeviceClock:
+    """The emulated device's timeline. ``run(seconds, waited)`` takes an op's time on the
+    device: it sleeps that time less what the device is owed (``debt``: past overshoot and host
+    time between ops), so that on average the ops take their profiled times back to back.
+    ``waited`` (the op's pre-hook blocked) and a host gap over ``idle_gap`` clear the debt: the
+    device was idle and the op starts now. ``mode="sleep"`` sleeps every time in full."""
+
+    def __init__(self, mode: str = "device", idle_gap: float = 0.001,
+                 clock=time.perf_counter, sleep=time.sleep):
+        if mode not in CLOCKS:
+            raise ValueError(f"TICTAC_EMU_CLOCK must be one of {', '.join(CLOCKS)}, got {mode!r}")
+        self.mode, self.idle_gap = mode, idle_gap
+        self._clock, self._sleep = clock, sleep
+        self.debt = 0.0
+        self.last_end: Optional[float] = None
+        self.absorbed = 0.0             # seconds of sleep the debt has saved, for tests and reports
+
+    def run(self, seconds: float, waited: bool = False) -> None:
+        start = self._clock()
+        if self.mode == "sleep":
+            if seconds > 0:
+                self._sleep(seconds)
+            return
+        if waited or self.last_end is None or start - self.last_end > self.idle_gap:
+            self.debt = 0.0
+        else:
+            self.debt += start - self.last_end          # host work between two ops
+        pay = min(self.debt, max(seconds, 0.0))
+        self.debt -= pay
+        self.absorbed += pay
+        want = max(seconds, 0.0) - pay
+        if want > 0:
+            self._sleep(want)
+        end = self._clock()
+        self.debt += max(0.0, (end - start) - want)     # what the sleep overshot
+        self.last_end = end
+
+
+# A parameter wait longer than this in an op's forward pre-hooks means the device was idle.
+WAIT_SECONDS = 0.0003
 
 
 class _Replay(torch.autograd.Function):
@@ -51,14 +104,14 @@ class _Replay(torch.autograd.Function):
         ctx.op, ctx.k = op, k
         ctx.x_shape, ctx.x_dtype = x.shape, x.dtype
         times = op.fwd_train if any(ctx.needs_input_grad) else op.fwd_inf    # grad mode is off in here
-        _sleep(times[k] * op.scale)
+        op.clock.run(times[k] * op.scale, waited=op.took_waited())
         n = x.shape[0] if x.dim() > 0 else 1
         return x.new_zeros((n, op.out_features[k]))
 
     @staticmethod
     def backward(ctx, gout):
         op = ctx.op
-        _sleep(op.bwd[ctx.k] * op.scale)
+        op.clock.run(op.bwd[ctx.k] * op.scale)
         gx = gout.new_zeros(ctx.x_shape, dtype=ctx.x_dtype) if ctx.needs_input_grad[0] else None
         grads = [b.detach() if need else None for b, need in zip(op.grad_bufs(), ctx.needs_input_grad[3:])]
         return (gx, None, None, *grads)
@@ -68,7 +121,8 @@ class EmuOp(nn.Module):
     """One leaf module of the real model: its parameters (by their real attribute names) and,
     per call of it in a forward, the profiled times (ms) and output width."""
 
-    def __init__(self, params: Sequence[Any], calls: List[Dict[str, Any]], scale: float):
+    def __init__(self, params: Sequence[Any], calls: List[Dict[str, Any]], scale: float,
+                 clock: DeviceClock):
         super().__init__()
         self.pnames: List[str] = []
         for pname, shape, dtype, requires_grad in params:
@@ -80,7 +134,20 @@ class EmuOp(nn.Module):
         self.bwd = [c.get("bwd_ms", 0.0) / 1e3 for c in calls]
         self.out_features = [int(c.get("out_features", 1)) for c in calls]
         self.scale = scale
+        self.clock = clock
         self._bufs: List[torch.Tensor] = []
+        self._hooks_from: Optional[float] = None
+        # registered before any other pre-hook (the PS worker's or ordered_ddp's gates come
+        # later), so the time from here to forward() is what those hooks took
+        self.register_forward_pre_hook(self._stamp)
+
+    def _stamp(self, mod, args) -> None:
+        self._hooks_from = time.perf_counter()
+
+    def took_waited(self) -> bool:
+        """Whether this call's pre-hooks (the gate waiting for parameters) blocked."""
+        t, self._hooks_from = self._hooks_from, None
+        return t is not None and time.perf_counter() - t > WAIT_SECONDS
 
     def grad_bufs(self) -> List[torch.Tensor]:
         if not self._bufs:
@@ -97,8 +164,9 @@ EmuOp.__module__ = "torch.nn.modules.tictac_emulated"     # torch.fx: a leaf cal
 class EmuModel(nn.Module):
     """The module tree of the profile; forward calls the ops in the recorded order."""
 
-    def __init__(self, profile: Dict[str, Any], scale: float = 1.0):
+    def __init__(self, profile: Dict[str, Any], scale: float = 1.0, clock: str = "device"):
         super().__init__()
+        self.clock = DeviceClock(clock)
         calls_of: Dict[str, List[Dict[str, Any]]] = {}
         for c in profile["calls"]:
             calls_of.setdefault(c["module"], []).append(c)
@@ -114,7 +182,7 @@ class EmuModel(nn.Module):
         # then the parameterless ones
         order = list(dict.fromkeys([m for m in params_of] + [c["module"] for c in profile["calls"]]))
         for path in order:
-            self._place(path, EmuOp(params_of.get(path, []), calls_of[path], scale))
+            self._place(path, EmuOp(params_of.get(path, []), calls_of[path], scale, self.clock))
         self.sequence = []
         seen: Dict[str, int] = {}
         for c in profile["calls"]:
@@ -148,7 +216,8 @@ def load_profile(path: str) -> Dict[str, Any]:
 
 
 def build() -> nn.Module:
-    """The emulated model of the profile at $TICTAC_EMU_PROFILE (scaled by $TICTAC_EMU_SCALE)."""
+    """The emulated model of the profile at $TICTAC_EMU_PROFILE (scaled by $TICTAC_EMU_SCALE,
+    timed by $TICTAC_EMU_CLOCK)."""
     path = os.environ.get("TICTAC_EMU_PROFILE")
     if not path:
         raise ValueError("bench.e2e.emulate:build needs TICTAC_EMU_PROFILE=<profile json> "
@@ -156,4 +225,4 @@ def build() -> nn.Module:
     scale = float(os.environ.get("TICTAC_EMU_SCALE", "1.0"))
     if not scale > 0:
         raise ValueError(f"TICTAC_EMU_SCALE must be > 0, got {scale}")
-    return EmuModel(load_profile(path), scale)
+    return EmuModel(load_profile(path), scale, os.environ.get("TICTAC_EMU_CLOCK", "") or "device")

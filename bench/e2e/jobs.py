@@ -84,7 +84,9 @@ def base_row(s: Dict[str, Any], pol: str, a: argparse.Namespace, net_mode: str) 
     return {"model": s["model"], "mode": s["mode"], "policy": pol, "compute": s.get("compute", "real"), "a": s["a"],
             "rate_mbit": int(round(s["rate_bps"] * 8 / 1e6)), "net_mode": net_mode, "image_size": s["image"],
             "batch": s["batch"], "workers": a.workers, "ps": a.ps, "iters": a.iters, "param_mb": s["param_bytes"] / 1e6,
-            "calib_compute_ms": s["calib_ms"], "emu_scale": s.get("emu_scale"), "status": "ok"}
+            "calib_compute_ms": s["calib_ms"], "emu_scale": s.get("emu_scale"),
+            "emu_clock": (os.environ.get("TICTAC_EMU_CLOCK") or "device") if s.get("compute") == "emulated" else "",
+            "status": "ok"}
 
 
 def make_row(s, pol, a, out, net_mode, jobs: List[Dict[str, Any]]) -> Tuple[Dict[str, Any], Optional[Dict[str, Any]]]:

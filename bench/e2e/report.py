@@ -17,7 +17,7 @@ CSV_COLUMNS = ["model", "mode", "policy", "a", "throughput", "iter_ms_median", "
 EXTRA_COLUMNS = ["speedup_vs_gloo", "speedup_vs_gloo_ci_low", "speedup_vs_gloo_ci_high", "speedup_vs_ddp",
                  "speedup_vs_ddp_ci_low", "speedup_vs_ddp_ci_high", "spread_reduction_vs_random",
                  "spread_reduction_ci_low", "spread_reduction_ci_high", "straggler_spread_median_ms", "iterations",
-                 "rounds", "emu_scale",
+                 "rounds", "emu_scale", "emu_clock",
                  "a_measured", "rate_mbit", "net_mode", "image_size", "batch", "workers", "ps",
                  "iters", "param_mb", "calib_compute_ms", "straggler_max_over_mean", "iter_ms_mean",
                  "iter_ms_var", "comm_ms", "compute_ms", "stall_ms", "efficiency_train_py",

@@ -14,7 +14,7 @@ not_tunables=(
   TICTAC_UCX_SPIN                                                # removed; docs/ucx.md says so
   TICTAC_EXPECT_TF TICTAC_EXPECT_TORCH TICTAC_TEST_VERBS_GID_INDEX  # test harness switches
   TICTAC_TF_PROBE_BUILD TICTAC_TF_VENV TICTAC_TF_VERSION TICTAC_TORCH_PYTHON  # build/test scripts
-  TICTAC_EMU_PROFILE TICTAC_EMU_SCALE                            # bench/e2e columns, not variables read
+  TICTAC_EMU_PROFILE TICTAC_EMU_SCALE TICTAC_EMU_CLOCK           # bench/e2e columns, not variables read
 )
 
 out=$("$tictac" info --tunables) || fail "info --tunables exited $?"

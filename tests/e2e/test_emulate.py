@@ -54,19 +54,26 @@ def test_replay_sleeps_the_profiled_time_without_cpu(prof):
     x, y = torch.randn(4, 3, 32, 32), torch.randint(0, 10, (4,))
     n_calls, n_bwd = len(prof["calls"]), sum(1 for c in prof["calls"] if c["bwd_ms"] > 0)
     torch.nn.functional.cross_entropy(m(x), y).backward()            # warm-up
-    w0, c0 = time.perf_counter(), time.process_time()
+    c0 = time.process_time()
+    idle = 5e-3                 # between phases, so that each starts on an idle device
+    time.sleep(idle)
+    w0 = time.perf_counter()
     with torch.no_grad():
         out = m(x)
     w1 = time.perf_counter()
+    time.sleep(idle)
+    w1i = time.perf_counter()
     m.zero_grad(set_to_none=True)
     loss = torch.nn.functional.cross_entropy(m(x), y)
     w2 = time.perf_counter()
+    time.sleep(idle)
+    w2i = time.perf_counter()
     loss.backward()
     w3, c3 = time.perf_counter(), time.process_time()
     assert out.shape == (4, 10)
     assert 6e-3 * n_calls <= w1 - w0 < 6e-3 * n_calls + 0.05           # inference times
-    assert 8e-3 * n_calls <= w2 - w1 < 8e-3 * n_calls + 0.05           # training forward times
-    assert 12e-3 * n_bwd <= w3 - w2 < 12e-3 * n_bwd + 0.05
+    assert 8e-3 * n_calls <= w2 - w1i < 8e-3 * n_calls + 0.05          # training forward times
+    assert 12e-3 * n_bwd <= w3 - w2i < 12e-3 * n_bwd + 0.05
     assert c3 - c0 < 0.3 * (w3 - w0), "the replay must sleep, not compute"
 
 
@@ -86,13 +93,23 @@ def test_gradients_alias_buffers_allocated_once(prof):
                 assert g.data_ptr() == buf.data_ptr() and g.shape == buf.shape
 
 
-def test_an_op_starts_after_its_pre_hook(prof):
-    """The PS worker gates an op in its forward pre-hook: the op's sleep must come after it."""
-    m = emulate.EmuModel(prof)
+def _gate(events, name):
+    """A pre-hook that waits 1 ms, as the PS worker's gate does for parameters still in flight."""
+    def pre(mod, args):
+        time.sleep(1e-3)
+        events.append(("pre", name, time.perf_counter()))
+    return pre
+
+
+@pytest.mark.parametrize("clock", emulate.CLOCKS)
+def test_an_op_starts_after_its_pre_hook(prof, clock):
+    """The PS worker gates an op in its forward pre-hook: the op's whole time must come after it
+    (with the device clock too: a pre-hook that blocked leaves the device nothing owed)."""
+    m = emulate.EmuModel(prof, clock=clock)
     events = []
     for name, mod in m.named_modules():
         if isinstance(mod, emulate.EmuOp):
-            mod.register_forward_pre_hook(lambda mod, a, name=name: events.append(("pre", name, time.perf_counter())))
+            mod.register_forward_pre_hook(_gate(events, name))
             mod.register_forward_hook(lambda mod, a, o, name=name: events.append(("post", name, time.perf_counter())))
     with torch.no_grad():
         m(torch.randn(4, 3, 32, 32))
@@ -101,6 +118,68 @@ def test_an_op_starts_after_its_pre_hook(prof):
     for k in range(0, len(events), 2):
         (a, n1, t1), (b, n2, t2) = events[k], events[k + 1]
         assert (a, b, n1) == ("pre", "post", n2) and t2 - t1 >= 5.5e-3
+
+
+class _FakeTime:
+    """A clock whose sleeps overshoot by a fixed amount, as a loaded machine's do."""
+
+    def __init__(self, overshoot):
+        self.t, self.overshoot, self.slept = 100.0, overshoot, []
+
+    def clock(self):
+        return self.t
+
+    def sleep(self, s):
+        self.slept.append(s)
+        self.t += s + self.overshoot
+
+
+def _ops(dev, ft, n, seconds, gap=0.0, waited=False):
+    t0 = ft.t
+    for _ in range(n):
+        ft.t += gap
+        dev.run(seconds, waited=waited)
+    return ft.t - t0
+
+
+def test_device_clock_takes_overshoot_and_host_gaps_off_the_next_ops():
+    ft = _FakeTime(overshoot=2e-3)
+    dev = emulate.DeviceClock("device", clock=ft.clock, sleep=ft.sleep)
+    # 10 ops of 5 ms, 0.2 ms of host work between them: back to back on the device, only the
+    # last overshoot is left over (the sleep mode pays 10 overshoots and 9 gaps)
+    took = _ops(dev, ft, 10, 5e-3, gap=2e-4)
+    assert took == pytest.approx(10 * 5e-3 + 2e-4 + 2e-3)
+    assert dev.absorbed == pytest.approx(9 * 2.2e-3)
+    ft2 = _FakeTime(overshoot=2e-3)
+    plain = emulate.DeviceClock("sleep", clock=ft2.clock, sleep=ft2.sleep)
+    assert _ops(plain, ft2, 10, 5e-3, gap=2e-4) == pytest.approx(10 * 7.2e-3)
+
+
+def test_device_clock_owes_nothing_after_a_wait_or_an_idle_gap():
+    for kind in ("waited", "gap"):
+        ft = _FakeTime(overshoot=2e-3)
+        dev = emulate.DeviceClock("device", clock=ft.clock, sleep=ft.sleep)
+        _ops(dev, ft, 3, 5e-3)
+        assert dev.debt == pytest.approx(2e-3)
+        ft.slept.clear()
+        if kind == "waited":
+            dev.run(5e-3, waited=True)          # the op's parameters were late: it starts now
+        else:
+            ft.t += 2e-3                        # longer than idle_gap: the device sat idle
+            dev.run(5e-3)
+        assert ft.slept == [pytest.approx(5e-3)]
+        # counter-check: without the wait, the op sleeps less by what was owed
+        dev.run(5e-3)
+        assert ft.slept[-1] == pytest.approx(3e-3)
+
+
+def test_device_clock_never_sleeps_negative_and_refuses_unknown_modes():
+    ft = _FakeTime(overshoot=20e-3)
+    dev = emulate.DeviceClock("device", clock=ft.clock, sleep=ft.sleep)
+    _ops(dev, ft, 5, 1e-3)                      # a host far slower than the ops: owed more than each
+    assert ft.slept == [pytest.approx(1e-3)]    # later ops run on the debt alone
+    with pytest.raises(ValueError, match="TICTAC_EMU_CLOCK"):
+        emulate.DeviceClock("gpu")
 
 
 def test_fx_sees_one_leaf_call_per_op(prof):
