@@ -7,7 +7,11 @@
 # UCX's connection manager) and $REPS repetitions (default 3), runs on 127.0.0.1, server and
 # client as separate processes:
 #   ucx_perftest -t tag_lat -s 8 -n 20000  vs  tictac perftest --backend ucx --test lat --size 8 --iters 20000
-#   ucx_perftest -t tag_bw  -s 4194304  vs  tictac perftest --backend ucx --test bw  --size 4M
+#   ucx_perftest -t tag_bw  -s 4194304  vs  tictac perftest --backend ucx --test bw  --size 4M --recv-buffers 1
+# (ucx_perftest receives every message into one buffer; --recv-buffers 1 does the same, where
+# tictac's default rotates through one 4 MiB buffer per outstanding receive, 64 MiB, which ran
+# 20-30% slower on the 2-core VM: docs/ucx.md, "Receive buffers: the same memory as the peer tool";
+# RECV_BUFFERS=0 gives tictac its default)
 # With UCX_TLS=tcp it also runs the tcp backend against the same ucx_perftest rounds
 # (TCP_BACKEND=0 leaves it out):
 #   tictac perftest --backend tcp --test lat --size 8  and  --test bw --size 4M
@@ -53,6 +57,7 @@ run_tictac() {
   # The same number of exchanges as ucx_perftest's tag_lat run (the spin policy and the
   # scheduler's placement settle over the first thousand or so).
   [ "$test" = lat ] && iters=(--iters "$lat_iters")
+  [ "$test" = bw ] && iters=(--recv-buffers "${RECV_BUFFERS:-1}")
   # shellcheck disable=SC2086
   UCX_TLS=$tls timeout 120 "$tictac" perftest --server --backend "$backend" --listen "$backend://127.0.0.1:0" >"$tmp/server.log" 2>&1 &
   local server=$!

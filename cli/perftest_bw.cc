@@ -1,6 +1,7 @@
 // perftest bw: the client keeps `outstanding` sends of `size` bytes in flight (each completion
 // submits the next, on the loop thread); the server keeps `outstanding` receives posted, one
-// buffer each, and reposts a buffer as soon as its message has landed. The server's clock times
+// buffer each (or `recv_buffers` shared round robin), and reposts a receive as soon as its
+// message has landed. The server's clock times
 // the stream: it starts when the last warmup message lands (with no warmup: the first message,
 // which is then not counted) and stops when the last message lands.
 #include <algorithm>
@@ -31,10 +32,10 @@ void submit(const Link& link, const std::shared_ptr<BwClient>& st) {
 }
 
 struct BwServer {
-  BwServer(std::uint64_t size, std::uint64_t total, std::uint64_t first_timed, std::uint64_t slots,
+  BwServer(std::uint64_t size, std::uint64_t total, std::uint64_t first_timed, std::uint64_t n_buffers,
            std::chrono::milliseconds idle)
       : mon(std::make_shared<Monitor>(idle)), size(size), total(total), first_timed(first_timed) {
-    for (std::uint64_t i = 0; i < slots; ++i) buffers.push_back(std::make_unique<HostBuffer>(size));
+    for (std::uint64_t i = 0; i < n_buffers; ++i) buffers.push_back(std::make_unique<HostBuffer>(size));
     landed_ns.reserve(total - first_timed);
   }
   std::shared_ptr<Monitor> mon;
@@ -50,7 +51,7 @@ struct BwServer {
 
 void post(const Link& link, const std::shared_ptr<BwServer>& st, std::size_t slot) {
   ++st->posted;
-  link.ctx->recv(link.peer, kTagData, st->buffers[slot]->region, 0, st->size,
+  link.ctx->recv(link.peer, kTagData, st->buffers[slot % st->buffers.size()]->region, 0, st->size,
                  on_done(st->mon, "receiving the stream", [link, st, slot](std::uint64_t) {
                    const std::uint64_t t = now_ns();
                    if (++st->landed == st->first_timed) {
@@ -80,7 +81,8 @@ std::uint64_t median_group_rate(const BwServer& st) {
 
 Status bw_client(const Link& link, const PerftestOptions& o, Fields setup, Report& report) {
   const std::uint64_t total = o.warmup + o.iters;
-  setup.set("size", o.size).set("total", total).set("warmup", o.warmup).set("outstanding", o.outstanding);
+  setup.set("size", o.size).set("total", total).set("warmup", o.warmup).set("outstanding", o.outstanding)
+      .set("recv_buffers", o.recv_buffers);
   TICTAC_RETURN_IF_ERROR(send_control(link, kTagSetup, setup));
   auto st = std::make_shared<BwClient>(o.size, total, link.idle_limit);
   std::shared_ptr<PendingControl> done = PendingControl::post(link, st->mon, kTagReport, "the server's bw report");
@@ -98,6 +100,8 @@ Status bw_client(const Link& link, const PerftestOptions& o, Fields setup, Repor
   const double seconds = static_cast<double>(*ns) / 1e9;
   const double bytes = static_cast<double>(*timed) * static_cast<double>(o.size);
   report.add("outstanding", o.outstanding);
+  const std::uint64_t slots = std::min(o.outstanding, total);  // the server's rule
+  report.add("recv_buffers", o.recv_buffers == 0 ? slots : std::min(o.recv_buffers, slots));
   report.add("gbytes_per_s", seconds > 0 ? bytes / seconds / 1e9 : 0.0);
   report.add("gbytes_per_s_median", static_cast<double>(*median) / 1e9);
   report.add("timed_messages", *timed);
@@ -120,8 +124,19 @@ Status bw_server(const Link& link, const Fields& setup) {
       *outstanding * *size > kMaxPerfBufferBytes || *total > 2 * kMaxPerfIters || *total <= first_timed) {
     return Status(StatusCode::protocol_error, "perftest bw setup out of range: " + setup.encode());
   }
+  // recv_buffers is absent from an older client's setup: one buffer per receive, as before
+  std::uint64_t want_buffers = 0;
+  if (setup.has("recv_buffers")) {
+    Result<std::uint64_t> b = setup.number("recv_buffers");
+    if (!b.ok()) return b.status();
+    want_buffers = *b;
+  }
+  if (want_buffers > 1024) {
+    return Status(StatusCode::protocol_error, "perftest bw setup out of range: " + setup.encode());
+  }
   const std::uint64_t slots = std::min(*outstanding, *total);
-  auto st = std::make_shared<BwServer>(*size, *total, first_timed, slots, link.idle_limit);
+  const std::uint64_t n_buffers = want_buffers == 0 ? slots : std::min(want_buffers, slots);
+  auto st = std::make_shared<BwServer>(*size, *total, first_timed, n_buffers, link.idle_limit);
   std::shared_ptr<Monitor> mon = st->mon;
   mon->update([&] {
     for (std::uint64_t i = 0; i < slots; ++i) post(link, st, i);

@@ -72,7 +72,7 @@ Status parse_test_params(Args& args, PerftestOptions& o) {
   if (o.mode == PerfMode::server) {
     // The client sends the test and its parameters; the server follows.
     return reject_if_given(args,
-                           {"test", "size", "iters", "warmup", "bulk", "hi-after", "outstanding"},
+                           {"test", "size", "iters", "warmup", "bulk", "hi-after", "outstanding", "recv-buffers"},
                            "is chosen by the client; a --server takes the test parameters from it");
   }
   const std::string test = args.get_or("test", "lat");
@@ -94,7 +94,8 @@ Status parse_test_params(Args& args, PerftestOptions& o) {
   TICTAC_RETURN_IF_ERROR(in_range("iters", o.iters, 1, o.test == PerfTest::priority ? 100 : kMaxPerfIters));
 
   if (o.test == PerfTest::priority) {
-    TICTAC_RETURN_IF_ERROR(reject_if_given(args, {"warmup", "outstanding"}, "does not apply to --test priority"));
+    TICTAC_RETURN_IF_ERROR(
+        reject_if_given(args, {"warmup", "outstanding", "recv-buffers"}, "does not apply to --test priority"));
     Result<std::uint64_t> bulk = args.get_size("bulk", std::uint64_t{256} << 20);
     if (!bulk.ok()) return bulk.status();
     o.bulk = *bulk;
@@ -118,7 +119,8 @@ Status parse_test_params(Args& args, PerftestOptions& o) {
     return invalid_argument("--test bw with --warmup 0 needs --iters >= 2 (the first message starts the clock)");
   }
   if (o.test == PerfTest::lat) {
-    return reject_if_given(args, {"outstanding"}, "is for --test bw (ping-pong has one message in flight)");
+    return reject_if_given(args, {"outstanding", "recv-buffers"},
+                           "is for --test bw (ping-pong has one message in flight)");
   }
   Result<std::uint64_t> out = args.get_size("outstanding", default_outstanding(o.size));
   if (!out.ok()) return out.status();
@@ -128,6 +130,10 @@ Status parse_test_params(Args& args, PerftestOptions& o) {
     return invalid_argument("--outstanding " + std::to_string(o.outstanding) + " x --size " + std::to_string(o.size) +
                             " needs more than 4 GiB of receive buffers; lower one of them");
   }
+  Result<std::uint64_t> bufs = args.get_size("recv-buffers", 0);
+  if (!bufs.ok()) return bufs.status();
+  o.recv_buffers = *bufs;
+  TICTAC_RETURN_IF_ERROR(in_range("recv-buffers", o.recv_buffers, 0, 1024));
   return Status::Ok();
 }
 

@@ -42,6 +42,9 @@ struct PerftestOptions {
   // priority: bulk bytes landed before the message is submitted (0 = the first bulk message)
   std::uint64_t hi_after = 0;
   std::uint64_t outstanding = 0;  // bw: messages in flight
+  // bw: distinct receive buffers the server rotates through (0 = one per outstanding receive;
+  // 1 = every message into the same buffer, as ucx_perftest and iperf3 do)
+  std::uint64_t recv_buffers = 0;
   transport::TransportConfig config;  // TICTAC_* environment, then --chunk/--window/--timeout
   PerfFormat format = PerfFormat::table;
 };

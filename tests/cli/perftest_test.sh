@@ -39,7 +39,11 @@ for be in loopback tcp; do
   check "$tmp/bw" "d['gbytes_per_s'] > 0 and d['gbytes_per_s_median'] > 0 and d['seconds'] > 0" "$be bw figures"
   # Messages above the eager pool take the rendezvous path; no warmup means the first is untimed.
   perf "$tmp/bw" --backend $be --test bw --local --size 1M --iters 8 --warmup 0 --outstanding 3
-  check "$tmp/bw" "d['timed_messages']==7 and d['outstanding']==3 and d['gbytes_per_s'] > 0" "$be bw rendezvous"
+  check "$tmp/bw" "d['timed_messages']==7 and d['outstanding']==3 and d['recv_buffers']==3 and d['gbytes_per_s'] > 0" \
+    "$be bw rendezvous"
+  # Every message into one buffer (as ucx_perftest): the server shares it among its receives.
+  perf "$tmp/bw" --backend $be --test bw --local --size 1M --iters 8 --warmup 0 --outstanding 3 --recv-buffers 1
+  check "$tmp/bw" "d['timed_messages']==7 and d['recv_buffers']==1 and d['gbytes_per_s'] > 0" "$be bw one buffer"
 
   perf "$tmp/prio" --backend $be --test priority --local --bulk 8M --chunk 64K --window 1
   check "$tmp/prio" "d['test']=='priority' and d['size']==65536 and d['bulk']==8388608 and d['bulk_messages']==16" \
@@ -125,6 +129,9 @@ bad --local --test lat --iters 0
 bad --local --test lat --size 2G
 bad --local --test lat --bulk 1M
 bad --local --test lat --outstanding 4
+bad --local --test lat --recv-buffers 1
+bad --local --test priority --recv-buffers 1
+bad --local --test bw --recv-buffers 2000
 bad --local --test priority --warmup 3
 bad --local --test priority --bulk 1M --hi-after 1M
 bad --local --test bw --hi-after 1M
