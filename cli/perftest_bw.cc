@@ -63,6 +63,13 @@ void post(const Link& link, const std::shared_ptr<BwServer>& st, std::size_t slo
                  }));
 }
 
+// The receives the server keeps posted, and the distinct buffers they rotate through
+// (recv_buffers 0: one per receive).
+std::uint64_t bw_slots(std::uint64_t outstanding, std::uint64_t total) { return std::min(outstanding, total); }
+std::uint64_t bw_buffers(std::uint64_t slots, std::uint64_t recv_buffers) {
+  return recv_buffers == 0 ? slots : std::min(recv_buffers, slots);
+}
+
 // Median rate over groups of consecutive landings, each group at least 1 MiB (and one message),
 // so that small messages landing in one loop iteration do not read as infinite rates.
 std::uint64_t median_group_rate(const BwServer& st) {
@@ -87,7 +94,7 @@ Status bw_client(const Link& link, const PerftestOptions& o, Fields setup, Repor
   auto st = std::make_shared<BwClient>(o.size, total, link.idle_limit);
   std::shared_ptr<PendingControl> done = PendingControl::post(link, st->mon, kTagReport, "the server's bw report");
   st->mon->update([&] {
-    for (std::uint64_t i = 0; i < std::min(o.outstanding, total); ++i) submit(link, st);
+    for (std::uint64_t i = 0; i < bw_slots(o.outstanding, total); ++i) submit(link, st);
   });
   TICTAC_RETURN_IF_ERROR(
       st->mon->wait([&] { return st->sent == total && done->arrived(); }, "the stream to land at the server"));
@@ -100,8 +107,7 @@ Status bw_client(const Link& link, const PerftestOptions& o, Fields setup, Repor
   const double seconds = static_cast<double>(*ns) / 1e9;
   const double bytes = static_cast<double>(*timed) * static_cast<double>(o.size);
   report.add("outstanding", o.outstanding);
-  const std::uint64_t slots = std::min(o.outstanding, total);  // the server's rule
-  report.add("recv_buffers", o.recv_buffers == 0 ? slots : std::min(o.recv_buffers, slots));
+  report.add("recv_buffers", bw_buffers(bw_slots(o.outstanding, total), o.recv_buffers));
   report.add("gbytes_per_s", seconds > 0 ? bytes / seconds / 1e9 : 0.0);
   report.add("gbytes_per_s_median", static_cast<double>(*median) / 1e9);
   report.add("timed_messages", *timed);
@@ -134,9 +140,9 @@ Status bw_server(const Link& link, const Fields& setup) {
   if (want_buffers > 1024) {
     return Status(StatusCode::protocol_error, "perftest bw setup out of range: " + setup.encode());
   }
-  const std::uint64_t slots = std::min(*outstanding, *total);
-  const std::uint64_t n_buffers = want_buffers == 0 ? slots : std::min(want_buffers, slots);
-  auto st = std::make_shared<BwServer>(*size, *total, first_timed, n_buffers, link.idle_limit);
+  const std::uint64_t slots = bw_slots(*outstanding, *total);
+  auto st = std::make_shared<BwServer>(*size, *total, first_timed, bw_buffers(slots, want_buffers),
+                                       link.idle_limit);
   std::shared_ptr<Monitor> mon = st->mon;
   mon->update([&] {
     for (std::uint64_t i = 0; i < slots; ++i) post(link, st, i);

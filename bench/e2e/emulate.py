@@ -72,6 +72,7 @@ class DeviceClock:
 
     def run(self, seconds: float, waited: bool = False) -> None:
         start = self._clock()
+        seconds = max(seconds, 0.0)
         if self.mode == "sleep":
             if seconds > 0:
                 self._sleep(seconds)
@@ -80,10 +81,10 @@ class DeviceClock:
             self.debt = 0.0
         else:
             self.debt += start - self.last_end          # host work between two ops
-        pay = min(self.debt, max(seconds, 0.0))
+        pay = min(self.debt, seconds)
         self.debt -= pay
         self.absorbed += pay
-        want = max(seconds, 0.0) - pay
+        want = seconds - pay
         if want > 0:
             self._sleep(want)
         end = self._clock()
