@@ -465,10 +465,12 @@ TEST_P(DeviceTransport, UnmatchedReceiveTimesOutWithoutHangingTheStream) {
   MemoryRegion in = device_region(*receiver_, dst, 4096, consumer_);
   Done received;
   std::vector<unsigned char> snapshot(4096, 0);
+  // Before the receive is posted: its arrival timeout counts from there, so a start taken later
+  // (ASan makes the calls below take 70 us) would see the timeout fire "early".
+  const auto start = std::chrono::steady_clock::now();
   receiver_->recv(kAnyPeer, 5, in, 0, 4096, record(&received));
   receiver_->progress();
   enqueue_consumer_work(dst, snapshot);
-  const auto start = std::chrono::steady_clock::now();
   while (!received.fired && std::chrono::steady_clock::now() - start < std::chrono::seconds(10)) step();
   ASSERT_TRUE(received.fired);
   EXPECT_EQ(received.status.code(), StatusCode::timeout) << received.status.to_string();
