@@ -140,9 +140,10 @@ void sender(const sockaddr_in& addr, std::uint64_t chunk, int trials, std::uint6
   }
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+// "median us [min, max]" of one placement's latencies (sorts them).
+void print_summary(const char* placement, std::vector<double>& us) {
+  std::sort(us.begin(), us.end());
+  std::printf("%s median %.1f us [%.1f, %.1f]", placement, us[us.size() / 2], us.front(), us.back());
 }
 
 }  // namespace
@@ -209,11 +210,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tcp_lane_probe: the sender failed\n");
     return 1;
   }
-  std::printf("chunk %llu B, %d trials: urgent 64 KiB frame, stamp to last byte read: "
-              "on the bulk socket median %.1f us [%.1f, %.1f]; on its own socket %.1f us [%.1f, %.1f]\n",
-              static_cast<unsigned long long>(chunk), trials, median(on_bulk),
-              *std::min_element(on_bulk.begin(), on_bulk.end()), *std::max_element(on_bulk.begin(), on_bulk.end()),
-              median(on_own), *std::min_element(on_own.begin(), on_own.end()),
-              *std::max_element(on_own.begin(), on_own.end()));
+  std::printf("chunk %llu B, %d trials: urgent 64 KiB frame, stamp to last byte read: ",
+              static_cast<unsigned long long>(chunk), trials);
+  print_summary("on the bulk socket", on_bulk);
+  print_summary("; on its own socket", on_own);
+  std::printf("\n");
   return 0;
 }
