@@ -77,6 +77,14 @@ class Endpoint {
   virtual void start(EndpointSink* sink) = 0;
   // Whether post() would accept one more frame now.
   virtual bool has_capacity() const = 0;
+  // Whether a new message of `priority` would go out now on a path of its own that does not wait
+  // behind the frames already posted (tcp: lane 1, transport/tcp/lanes.h), so the core may post
+  // its chunk even when has_capacity() is false or the send window is full. false (the
+  // default) = no such path.
+  virtual bool has_urgent_capacity(std::int64_t priority) const {
+    (void)priority;
+    return false;
+  }
   // Queues one frame. `payload` has header.length bytes (may be null when 0) and must stay valid
   // until on_sent(cookie). resource_exhausted = no capacity (nothing queued); other errors mean
   // the endpoint is unusable.

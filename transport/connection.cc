@@ -61,6 +61,10 @@ bool Connection::has_capacity() const {
   return state_ != State::failed && endpoint_ && !stashed_ && endpoint_->has_capacity();
 }
 
+bool Connection::has_urgent_capacity(Priority priority) const {
+  return state_ != State::failed && endpoint_ && !stashed_ && endpoint_->has_urgent_capacity(priority);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Sending
 

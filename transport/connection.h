@@ -127,6 +127,8 @@ class Connection final : public EndpointSink {
   // touches its buffer any more).
   bool cancel(Request* req);
   bool has_capacity() const;
+  // The endpoint's has_urgent_capacity(priority) (transport/backend.h), while the connection works.
+  bool has_urgent_capacity(Priority priority) const;
   void post_chunk(const Chunk& chunk);
   // Liveness check at `now`: heartbeat if we were quiet, failure if the peer was.
   void watchdog(Clock::time_point now);

@@ -527,7 +527,11 @@ void Core::pump(Device& dev) {
     auto it = conns_.find(p);
     return it != conns_.end() && it->second->has_capacity();
   };
-  while (std::optional<Chunk> c = dev.queue->pop(can_send)) {
+  auto can_preempt = [this](PeerId p, Priority priority) {
+    auto it = conns_.find(p);
+    return it != conns_.end() && it->second->has_urgent_capacity(priority);
+  };
+  while (std::optional<Chunk> c = dev.queue->pop(can_send, can_preempt)) {
     conns_.at(c->peer)->post_chunk(*c);
   }
 }

@@ -21,6 +21,11 @@ struct TransportCounters {
   // DATA frames sent, by payload size: entry k counts payloads of [2^k, 2^(k+1)) bytes (what
   // the send queue's chunking, solo chunks included, put on the wire).
   static constexpr int kSizeClasses = 32;
+  // TCP lanes (transport/tcp/lanes.h): endpoints whose second socket came up (each side counts
+  // its own), frames posted on lane 1, and times a reader held a frame for the other lane.
+  std::atomic<std::uint64_t> tcp_lanes_up{0};
+  std::atomic<std::uint64_t> tcp_lane1_frames{0};
+  std::atomic<std::uint64_t> tcp_lane_barrier_waits{0};
   std::atomic<std::uint64_t> data_frames_by_log2[kSizeClasses] = {};
 
   void count_data_frame(std::uint64_t payload_bytes) {

@@ -101,15 +101,30 @@ std::optional<Chunk> SendQueue::take(Level& level, const std::function<bool(Peer
   return std::nullopt;
 }
 
-std::optional<Chunk> SendQueue::pop(const std::function<bool(PeerId)>& can_send) {
+std::optional<Chunk> SendQueue::pop(const std::function<bool(PeerId)>& can_send,
+                                    const std::function<bool(PeerId, Priority)>& can_preempt) {
   if (auto c = take(control_, can_send)) return c;
   const std::chrono::nanoseconds t = config_.auto_chunk || config_.auto_window ? now() : std::chrono::nanoseconds{0};
   const bool solo = config_.auto_chunk && solo_at(t);
-  if (in_flight_ >= (solo ? tuner_.solo_window_chunks() : tuner_.window_chunks()))
-    return std::nullopt;
   pop_chunk_ = solo ? tuner_.solo_chunk_bytes() : tuner_.chunk_bytes();
+  if (in_flight_ < (solo ? tuner_.solo_window_chunks() : tuner_.window_chunks())) {
+    if (auto c = pop_level(t, can_send, false)) return c;
+  }
+  if (!can_preempt || !config_.enforce_priority || levels_.empty()) return std::nullopt;
+  return pop_level(t, nullptr, true, &can_preempt);
+}
+
+std::optional<Chunk> SendQueue::pop_level(std::chrono::nanoseconds t,
+                                          const std::function<bool(PeerId)>& can_send, bool preempt,
+                                          const std::function<bool(PeerId, Priority)>* can_preempt) {
   for (auto it = levels_.begin(); it != levels_.end();) {
-    std::optional<Chunk> c = take(it->second, can_send);
+    std::optional<Chunk> c;
+    if (preempt) {
+      const Priority level = it->first;
+      c = take(it->second, [&](PeerId p) { return (*can_preempt)(p, level); });
+    } else {
+      c = take(it->second, can_send);
+    }
     if (it->second.ring.empty()) {
       auto next = std::next(it);
       level_nodes_.erase(levels_, it);
@@ -119,7 +134,7 @@ std::optional<Chunk> SendQueue::pop(const std::function<bool(PeerId)>& can_send)
     }
     if (c) {
       c->popped = t;
-      c->ahead_bytes = in_flight_bytes_;
+      c->ahead_bytes = preempt ? 0 : in_flight_bytes_;
       ++in_flight_;
       in_flight_bytes_ += c->length;
       InFlight& f = in_flight_nodes_.try_emplace(in_flight_by_peer_, c->peer).first->second;

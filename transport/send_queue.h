@@ -99,7 +99,12 @@ class SendQueue {
   // send, or the window is full and no control message waits). `can_send(peer)` reports the
   // backend's capacity for that peer; peers that cannot send are skipped without losing their
   // round-robin turn.
-  std::optional<Chunk> pop(const std::function<bool(PeerId)>& can_send);
+  // `can_preempt(peer, priority)` (optional; enforce_priority only): when nothing else can go,
+  // a chunk of a level the backend can send past everything already handed over (its own lane)
+  // goes even beyond the window or the backend's capacity for ordinary chunks; such a chunk counts
+  // as in flight with nothing ahead of it.
+  std::optional<Chunk> pop(const std::function<bool(PeerId)>& can_send,
+                           const std::function<bool(PeerId, Priority)>& can_preempt = {});
 
   // A popped data chunk left the host (the backend completed it): frees its window slot.
   void on_chunk_done(const Chunk& chunk);
@@ -144,6 +149,10 @@ class SendQueue {
   void enqueue(Level& level, PeerId peer, Message m);
   // Takes one chunk from the first peer in `level` that can send; moves that peer to the back.
   std::optional<Chunk> take(Level& level, const std::function<bool(PeerId)>& can_send);
+  // The next data chunk by level (pop()'s second half); `preempt` asks can_preempt per level.
+  std::optional<Chunk> pop_level(std::chrono::nanoseconds t, const std::function<bool(PeerId)>& can_send,
+                                 bool preempt,
+                                 const std::function<bool(PeerId, Priority)>* can_preempt = nullptr);
   Removed remove_from(Level& level, PeerId peer, std::uint64_t message);
 
   std::chrono::nanoseconds now() const;

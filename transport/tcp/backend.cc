@@ -11,6 +11,7 @@
 #include "transport/shaping/shaping_endpoint.h"
 #include "transport/tcp/connector.h"
 #include "transport/tcp/factory.h"
+#include "transport/tcp/lanes.h"
 #include "transport/tcp/linger.h"
 #include "transport/tcp/listener.h"
 
@@ -44,7 +45,15 @@ class TcpBackend final : public Backend {
     return c;
   }
 
+  void set_auth_token(const std::optional<std::string>& token) override {
+    has_token_ = token.has_value();
+  }
+
   Status attach(ProgressEngine& engine) override {
+    Result<bool> lanes = lanes_from_env();
+    if (!lanes.ok()) return lanes.status();
+    // The lane socket is not authenticated (transport/tcp/lanes.h): none where a token is set.
+    lanes_ = *lanes && !has_token_;
     // TICTAC_RATE_LIMIT: reject a bad value now (while it is set, every new endpoint is wrapped
     // in a ShapingEndpoint).
     Result<shaping::EgressLimiter*> limiter = shaping::EgressLimiter::process_wide();
@@ -65,7 +74,7 @@ class TcpBackend final : public Backend {
       }
     };
     Result<std::unique_ptr<TcpListener>> l =
-        TcpListener::open(*engine_, address, std::move(shaped));
+        TcpListener::open(*engine_, address, std::move(shaped), lanes_, registry_);
     TICTAC_RETURN_IF_ERROR(l);
     std::string bound = "tcp://" + (*l)->address();
     listeners_.push_back(std::move(l).value());
@@ -80,7 +89,7 @@ class TcpBackend final : public Backend {
     };
     connectors_.start(*engine_, [&](std::function<void()> finished) {
       return std::make_unique<TcpConnector>(*engine_, std::string(address), deadline,
-                                            std::move(shaped), std::move(finished));
+                                            std::move(shaped), std::move(finished), lanes_);
     });
   }
 
@@ -92,6 +101,9 @@ class TcpBackend final : public Backend {
 
  private:
   ProgressEngine* engine_ = nullptr;
+  bool has_token_ = false;
+  bool lanes_ = false;
+  std::shared_ptr<LaneRegistry> registry_ = std::make_shared<LaneRegistry>();
   std::vector<std::unique_ptr<TcpListener>> listeners_;
   scaffold::ConnectorSet<TcpConnector> connectors_;
 };

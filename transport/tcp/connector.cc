@@ -12,11 +12,12 @@
 
 namespace tictac::transport::tcp {
 TcpConnector::TcpConnector(ProgressEngine& engine, std::string address, Clock::time_point deadline,
-                           ConnectFn on_done, std::function<void()> finished)
+                           ConnectFn on_done, std::function<void()> finished, bool lanes)
     : engine_(engine),
       address_(std::move(address)),
       retry_(engine, deadline, scaffold::Backoff::for_sockets(), std::move(on_done),
-             std::move(finished), [this] { close_socket(); }) {}
+             std::move(finished), [this] { close_socket(); }),
+      lanes_(lanes) {}
 
 TcpConnector::~TcpConnector() { retry_.abandon(); }
 
@@ -85,7 +86,7 @@ void TcpConnector::on_writable() {
   engine_.unwatch(fd_);
   const int fd = fd_;
   fd_ = -1;
-  retry_.report(std::unique_ptr<Endpoint>(std::make_unique<TcpEndpoint>(engine_, fd)));
+  retry_.report(std::unique_ptr<Endpoint>(std::make_unique<TcpEndpoint>(engine_, fd, LaneSetup{lanes_, nullptr})));
 }
 
 void TcpConnector::retry_or_fail(const Status& why) {

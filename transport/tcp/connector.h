@@ -19,7 +19,7 @@ class TcpConnector {
  public:
   // `finished` is called (after on_done) so the owner can drop this object later.
   TcpConnector(ProgressEngine& engine, std::string address, Clock::time_point deadline,
-               ConnectFn on_done, std::function<void()> finished);
+               ConnectFn on_done, std::function<void()> finished, bool lanes);
   ~TcpConnector();
   TcpConnector(const TcpConnector&) = delete;
   TcpConnector& operator=(const TcpConnector&) = delete;
@@ -39,6 +39,7 @@ class TcpConnector {
   sockaddr_in addr_{};
   int fd_ = -1;
   scaffold::ConnectRetry retry_;
+  bool lanes_;  // the endpoint opens a second lane (transport/tcp/lanes.h)
 };
 
 }  // namespace tictac::transport::tcp

@@ -1,49 +1,56 @@
+// TcpEndpoint: start, post and its routing between the two lanes, lane set-up, close
+// (transport/tcp/endpoint.h). The sockets' I/O is in endpoint_io.cc.
 #include "transport/tcp/endpoint.h"
 
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
+#include "common/log.h"
+#include "transport/counters.h"
 #include "transport/tcp/address.h"
 #include "transport/tcp/linger.h"
 #include "transport/tcp/socket_options.h"
 
 namespace tictac::transport::tcp {
 namespace {
-constexpr std::size_t kMaxQueuedFrames = 256;
-constexpr int kMaxIov = 64;
-constexpr int kMaxFramesPerWakeup = 64;  // fairness between sockets on one loop
-constexpr std::size_t kScratchBytes = 64 << 10;
-// Header-state reads ask for this much: a small frame (header + payload) and the small frames
-// behind it arrive in one recv; a large payload's first bytes are copied from here, its rest is
-// read straight into its destination.
-constexpr std::size_t kRxBytes = 4 << 10;
-// The endpoint takes no new chunk while more than this many bytes wait in user space for the
-// socket (which itself holds at most TICTAC_TCP_NOTSENT_LOWAT unsent bytes): together they bound
-// how far a newly queued high-priority chunk lands behind data already handed over.
-constexpr std::size_t kQueuedBytesLowWater = 128 << 10;
+
+// Lane 0 counts as carrying a stream while its queue holds frames or for this long after its
+// last data frame: the bytes handed over may still wait in the kernel's queues (a 256 KiB unsent
+// bound and the peer's receive buffer: about 2 ms at 1 Gbit/s).
+constexpr auto kBusyWindow = std::chrono::milliseconds(10);
+
+std::uint64_t load64(const std::byte* p) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+void store64(std::byte* p, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
+}
+
 }  // namespace
 
-TcpEndpoint::TcpEndpoint(ProgressEngine& engine, int fd)
-    : engine_(engine), fd_(fd), desc_("tcp " + local_address(fd) + " -> " + remote_address(fd)) {
+TcpEndpoint::TcpEndpoint(ProgressEngine& engine, int fd, LaneSetup lanes)
+    : engine_(engine),
+      desc_("tcp " + local_address(fd) + " -> " + remote_address(fd)),
+      setup_(std::move(lanes)),
+      peer_(remote_address(fd)) {
+  s_[0].fd = fd;
   // The variable was validated when the socket was tuned (tune_connected); auto by default.
   const Result<NotsentLowat> lowat = notsent_lowat_from_env();
   auto_lowat_ = !lowat.ok() || lowat->automatic;
   lowat_ = kAutoLowatStart;
-}
-
-void TcpEndpoint::follow_chunk_size(std::uint64_t payload_bytes) {
-  recent_[recent_at_] = payload_bytes;
-  recent_at_ = (recent_at_ + 1) % kRecentFrames;
-  std::uint64_t largest = 0;
-  for (std::uint64_t b : recent_) largest = std::max(largest, b);
-  const std::uint64_t want = auto_notsent_lowat(largest);
-  if (want == lowat_) return;
-  // Best effort: a failure keeps the previous bound (the socket still works).
-  if (set_notsent_lowat(fd_, want).ok()) lowat_ = want;
+  if (setup_.enabled) {
+    lane_ = LaneState::waiting;
+    if (setup_.registry) setup_.registry->add(peer_, this);
+  }
 }
 
 TcpEndpoint::~TcpEndpoint() {
@@ -55,55 +62,263 @@ void TcpEndpoint::start(EndpointSink* sink) {
   sink_ = sink;
   started_ = true;
   if (closed_) return;
-  Status st = engine_.watch(fd_, EPOLLIN, [this](std::uint32_t ev) { on_events(ev); });
+  Status st = engine_.watch(s_[0].fd, EPOLLIN, [this](std::uint32_t ev) { on_events(0, ev); });
   if (!st.ok()) {
     engine_.defer(lifetime_.guard([this, st] { fail(st); }));
     return;
   }
-  if (!out_.empty()) schedule_flush();
+  s_[0].events = EPOLLIN;
+  if (!s_[0].out.empty()) schedule_flush();
 }
 
-bool TcpEndpoint::has_capacity() const {
-  return !closed_ && out_.size() < kMaxQueuedFrames && queued_bytes_ < kQueuedBytesLowWater;
+int TcpEndpoint::route(const wire::Header& h) {
+  using wire::FrameType;
+  if (h.type == FrameType::data || h.type == FrameType::abort) {
+    auto it = pins_.find(h.msg_id);
+    if (it != pins_.end()) {  // a message under way on lane 1 stays there, its ABORT too
+      if (h.type == FrameType::abort || h.offset + h.length >= h.total) pins_.erase(it);
+      return 1;
+    }
+    if (h.type == FrameType::abort || h.offset != 0) return 0;
+  } else if (h.type != FrameType::announce) {
+    return 0;  // control frames: lane 0
+  }
+  if (!takes_lane1(h.priority)) return 0;
+  if (h.type == FrameType::data && h.length < h.total) pins_.emplace(h.msg_id, 1);
+  return 1;
+}
+
+bool TcpEndpoint::takes_lane1(Priority priority) const {
+  if (lane_ != LaneState::up || mac_seen_) return false;
+  // A new message: lane 1 if it is more urgent than the stream lane 0 carries now.
+  const Socket& bulk = s_[0];
+  if (priority >= bulk.prio) return false;
+  return !bulk.out.empty() || Clock::now() - bulk.last_payload < kBusyWindow;
+}
+
+bool TcpEndpoint::has_urgent_capacity(std::int64_t priority) const {
+  return !closed_ && takes_lane1(priority) && socket_has_capacity(s_[1]);
 }
 
 Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload, std::uint64_t cookie) {
   if (closed_) return Status(StatusCode::connection_lost, "connection closed");
-  if (out_.size() >= kMaxQueuedFrames) {
+  if (header.type == wire::FrameType::mac) mac_seen_ = true;
+  const int lane = route(header);
+  Socket& s = s_[lane];
+  if (queue_full(s)) {
     was_full_ = true;
     return Status(StatusCode::resource_exhausted, "no capacity: send queue of the socket is full");
   }
-  if (auto_lowat_ && header.length > 0) follow_chunk_size(header.length);
-  out_.push_back(OutFrame{wire::encode(header), payload, header.length, cookie, 0});
-  queued_bytes_ += wire::kHeaderBytes + header.length;
-  if (!has_capacity()) was_full_ = true;
-  if (started_) schedule_flush();
+  if (lane == 0 && s_[1].ctrl_posted > synced1_) {
+    // Non-DATA frames went on lane 1 since the last SYNC: nothing behind this point on lane 0
+    // may be delivered before them.
+    OutFrame sync{};
+    const wire::HeaderBytes b = encode_lane_frame(LaneFrame{LaneFrame::Kind::sync, s_[1].ctrl_posted});
+    std::copy(b.begin(), b.end(), sync.head.begin());
+    sync.head_len = b.size();
+    sync.internal = true;
+    enqueue(s, sync);
+    synced1_ = s_[1].ctrl_posted;
+  }
+  OutFrame f{};
+  const wire::HeaderBytes b = wire::encode(header);
+  std::size_t at = 0;
+  if (lane == 1) {
+    transport_counters().tcp_lane1_frames.fetch_add(1, std::memory_order_relaxed);
+    store64(f.head.data(), s_[0].ctrl_posted);
+    at = kLaneBarrierBytes;
+  }
+  std::copy(b.begin(), b.end(), f.head.begin() + static_cast<std::ptrdiff_t>(at));
+  f.head_len = at + b.size();
+  f.payload = payload;
+  f.length = header.length;
+  f.cookie = cookie;
+  if (header.type != wire::FrameType::data) ++s.ctrl_posted;
+  if (header.length > 0 &&
+      (header.type == wire::FrameType::data || header.type == wire::FrameType::announce)) {
+    s.prio = header.priority;
+    s.last_payload = Clock::now();
+    if (lane == 0 && auto_lowat_) follow_chunk_size(header.length);
+  }
+  enqueue(s, f);
   return Status::Ok();
 }
 
-void TcpEndpoint::schedule_flush() {
-  if (flush_scheduled_ || watching_out_) return;  // EPOLLOUT will flush
-  flush_scheduled_ = true;
-  if (flush_call_ == 0) {
-    flush_call_ = engine_.add_deferred_call([this] {
-      flush_scheduled_ = false;
-      flush();
-    });
+void TcpEndpoint::open_lane() {
+  Result<sockaddr_in> addr = parse_address(peer_);
+  if (!addr.ok()) {
+    drop_lane("the peer's address " + peer_ + " does not parse: " + addr.status().to_string());
+    return;
   }
-  engine_.defer_call(flush_call_);
+  Result<int> fd = new_socket();
+  if (!fd.ok()) {
+    drop_lane(fd.status().to_string());
+    return;
+  }
+  s_[1].fd = *fd;
+  lane_ = LaneState::connecting;
+  Status st = tune_connected(*fd);
+  if (!st.ok()) {
+    drop_lane(st.to_string());
+    return;
+  }
+  if (::connect(*fd, reinterpret_cast<const sockaddr*>(&*addr), sizeof(sockaddr_in)) != 0 &&
+      errno != EINPROGRESS) {
+    drop_lane(std::string("connect: ") + std::strerror(errno));
+    return;
+  }
+  st = engine_.watch(*fd, EPOLLOUT, [this](std::uint32_t ev) { on_events(1, ev); });
+  if (!st.ok()) {
+    drop_lane(st.to_string());
+    return;
+  }
+  s_[1].events = EPOLLOUT;
+}
+
+void TcpEndpoint::on_lane_connected() {
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (getsockopt(s_[1].fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
+  if (err != 0) {
+    drop_lane(std::string("connect: ") + std::strerror(err));
+    return;
+  }
+  sockaddr_in local{};
+  socklen_t alen = sizeof local;
+  if (getsockname(s_[0].fd, reinterpret_cast<sockaddr*>(&local), &alen) != 0) {
+    drop_lane(std::string("getsockname: ") + std::strerror(errno));
+    return;
+  }
+  lane_ = LaneState::hello_sent;
+  OutFrame hello{};
+  const wire::HeaderBytes b = encode_lane_frame(LaneFrame{LaneFrame::Kind::hello, ntohs(local.sin_port)});
+  std::copy(b.begin(), b.end(), hello.head.begin());
+  hello.head_len = b.size();
+  hello.internal = true;
+  enqueue(s_[1], hello);
+  update_interest(s_[1]);
+}
+
+bool TcpEndpoint::attach_lane(int fd) {
+  if (closed_ || !started_ || lane_ != LaneState::waiting || !setup_.registry) return false;
+  Status st = engine_.watch(fd, EPOLLIN, [this](std::uint32_t ev) { on_events(1, ev); });
+  if (!st.ok()) return false;
+  Socket& s = s_[1];
+  s.fd = fd;
+  s.events = EPOLLIN;
+  s.prefix = kLaneBarrierBytes;  // the peer sends framed traffic only after our OK
+  lane_ = LaneState::up;
+  OutFrame ok{};
+  const wire::HeaderBytes b = encode_lane_frame(LaneFrame{LaneFrame::Kind::ok, 0});
+  std::copy(b.begin(), b.end(), ok.head.begin());
+  ok.head_len = b.size();
+  ok.internal = true;
+  enqueue(s, ok);
+  transport_counters().tcp_lanes_up.fetch_add(1, std::memory_order_relaxed);
+  TICTAC_LOG(debug) << desc_ << ": lane 1 up (accepted)";
+  return true;
+}
+
+void TcpEndpoint::drop_lane(const std::string& why) {
+  TICTAC_LOG(debug) << desc_ << ": no second lane, one socket carries everything: " << why;
+  Socket& s = s_[1];
+  if (s.fd >= 0) {
+    engine_.unwatch(s.fd);
+    ::close(s.fd);
+  }
+  s = Socket{};
+  lane_ = LaneState::failed;
+}
+
+bool TcpEndpoint::may_deliver(Socket& s) {
+  const bool lane1 = &s == &s_[1];
+  std::uint64_t need = 0;
+  if (s.prefix > 0) {
+    need = load64(s.hbuf.data());
+  } else if (!lane1 && (lane_ == LaneState::hello_sent || lane_ == LaneState::up) &&
+             is_lane_frame(std::span<const std::byte>(s.hbuf.data(), wire::kHeaderBytes))) {
+    Result<LaneFrame> f = decode_lane_frame(std::span<const std::byte>(s.hbuf.data(), wire::kHeaderBytes));
+    if (!f.ok()) {
+      fail(f.status());
+      return false;
+    }
+    if (f->kind == LaneFrame::Kind::sync) need = f->value;
+  }
+  const Socket& other = s_[lane1 ? 0 : 1];
+  if (other.ctrl_got >= need) return true;
+  transport_counters().tcp_lane_barrier_waits.fetch_add(1, std::memory_order_relaxed);
+  s.paused = true;
+  s.wait_for = need;
+  update_interest(s);
+  return false;
+}
+
+bool TcpEndpoint::handle_lane_frame(Socket& s, std::span<const std::byte> bytes) {
+  const bool lane1 = &s == &s_[1];
+  Result<LaneFrame> f = decode_lane_frame(bytes);
+  if (lane1 && lane_ == LaneState::hello_sent) {
+    if (!f.ok() || f->kind != LaneFrame::Kind::ok) {
+      drop_lane("the peer answered the lane's hello with something else than OK");
+      return false;
+    }
+    lane_ = LaneState::up;
+    s.prefix = kLaneBarrierBytes;
+    transport_counters().tcp_lanes_up.fetch_add(1, std::memory_order_relaxed);
+    TICTAC_LOG(debug) << desc_ << ": lane 1 up (connected)";
+    return true;
+  }
+  if (!lane1 && lane_ != LaneState::off && lane_ != LaneState::failed && f.ok() &&
+      f->kind == LaneFrame::Kind::sync) {
+    return true;  // its barrier was met in may_deliver
+  }
+  fail(Status(StatusCode::protocol_error,
+              "unexpected tcp lane frame on " + std::string(lane1 ? "lane 1" : "the primary socket") +
+                  (f.ok() ? "" : ": " + f.status().message())));
+  return false;
+}
+
+void TcpEndpoint::frame_delivered(Socket& s) {
+  const auto self = lifetime_.token();
+  const bool lane1 = &s == &s_[1];
+  const bool ctrl = s.cur.type != wire::FrameType::data;
+  const bool hello = s.cur.type == wire::FrameType::hello;
+  sink_->on_frame(s.cur);
+  if (!self.alive() || closed_) return;
+  if (ctrl) {
+    ++s.ctrl_got;
+    resume_if_ready(s_[lane1 ? 0 : 1]);
+  }
+  // The peer's HELLO ends the core's handshake: the peer is a TicTac endpoint of this
+  // connection, which its listener has registered, so now the lane can find it.
+  if (!lane1 && lane_ == LaneState::waiting && !setup_.registry && hello) open_lane();
+}
+
+void TcpEndpoint::resume_if_ready(Socket& s) {
+  const bool lane1 = &s == &s_[1];
+  if (!s.paused || s_[lane1 ? 0 : 1].ctrl_got < s.wait_for) return;
+  s.paused = false;
+  update_interest(s);
+  const int lane = lane1 ? 1 : 0;
+  engine_.defer(lifetime_.guard([this, lane] {
+    if (!closed_ && s_[lane].fd >= 0 && !s_[lane].paused) read_some(s_[lane]);
+  }));
 }
 
 void TcpEndpoint::close() {
   if (closed_) return;
   closed_ = true;
-  engine_.unwatch(fd_);
-  if (broken_) {
-    ::close(fd_);
-  } else {
-    linger_close(fd_);  // FIN now, the socket itself closes once the peer had our last bytes
+  if (setup_.registry) setup_.registry->remove(peer_, this);
+  for (Socket& s : s_) {
+    if (s.fd < 0) continue;
+    engine_.unwatch(s.fd);
+    if (broken_ || (&s == &s_[1] && lane_ != LaneState::up)) {
+      ::close(s.fd);
+    } else {
+      linger_close(s.fd);  // FIN now, the socket itself closes once the peer had our last bytes
+    }
+    s.fd = -1;
+    s.out.clear();
   }
-  fd_ = -1;
-  out_.clear();
 }
 
 void TcpEndpoint::fail(const Status& status) {
@@ -111,198 +326,6 @@ void TcpEndpoint::fail(const Status& status) {
   broken_ = true;  // the socket failed: nothing to linger for
   close();
   if (sink_ != nullptr) sink_->on_failed(status);
-}
-
-void TcpEndpoint::update_interest() {
-  if (closed_) return;
-  const bool want_out = !out_.empty();
-  if (want_out == watching_out_) return;
-  watching_out_ = want_out;
-  Status st = engine_.rearm(fd_, want_out ? (EPOLLIN | EPOLLOUT) : EPOLLIN);
-  if (!st.ok()) fail(st);
-}
-
-void TcpEndpoint::on_events(std::uint32_t events) {
-  const auto self = lifetime_.token();
-  if ((events & EPOLLOUT) != 0) flush();
-  if (!self.alive() || closed_) return;
-  if ((events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0) read_some();
-}
-
-void TcpEndpoint::flush() {
-  if (closed_) return;
-  std::vector<std::uint64_t> sent;
-  sent.swap(sent_spare_);  // empty, with the capacity of earlier flushes
-  for (;;) {
-    iovec iov[kMaxIov];
-    int n = 0;
-    for (const OutFrame& f : out_) {
-      if (n + 2 > kMaxIov) break;
-      if (f.done < wire::kHeaderBytes) {
-        iov[n++] = iovec{const_cast<std::byte*>(f.header.data()) + f.done, wire::kHeaderBytes - f.done};
-        if (f.length > 0) iov[n++] = iovec{const_cast<std::byte*>(f.payload), f.length};
-      } else {
-        const std::size_t off = f.done - wire::kHeaderBytes;
-        iov[n++] = iovec{const_cast<std::byte*>(f.payload) + off, f.length - off};
-      }
-    }
-    if (n == 0) break;
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = static_cast<std::size_t>(n);
-    const ssize_t w = sendmsg(fd_, &msg, MSG_NOSIGNAL);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      fail(errno_status(StatusCode::connection_lost, "sending to the peer failed", "sendmsg", errno));
-      return;
-    }
-    std::size_t left = static_cast<std::size_t>(w);
-    queued_bytes_ -= left;
-    while (left > 0 && !out_.empty()) {
-      OutFrame& f = out_.front();
-      const std::size_t need = wire::kHeaderBytes + f.length - f.done;
-      const std::size_t take = std::min(need, left);
-      f.done += take;
-      left -= take;
-      if (f.done == wire::kHeaderBytes + f.length) {
-        sent.push_back(f.cookie);
-        out_.pop_front();
-      }
-    }
-  }
-  update_interest();
-  const auto self = lifetime_.token();
-  for (std::uint64_t cookie : sent) {
-    if (!self.alive() || closed_) return;
-    sink_->on_sent(cookie);
-  }
-  if (self.alive() && !closed_ && was_full_ && has_capacity()) {
-    was_full_ = false;
-    sink_->on_writable();
-  }
-  if (self.alive() && sent_spare_.empty()) {
-    sent.clear();
-    sent_spare_.swap(sent);
-  }
-}
-
-void TcpEndpoint::read_some() {
-  const auto self = lifetime_.token();
-  int frames = 0;
-  // Set once a read returned less than it asked for: the socket is drained for now, so the
-  // next read would only return EAGAIN (level-triggered epoll reports the next bytes).
-  bool drained = false;
-  // A header already read behind the last payload, or bytes in rx_, are handled even past the
-  // frame limit: no further EPOLLIN may come for them.
-  while (!closed_ && (frames < kMaxFramesPerWakeup || hgot_ == wire::kHeaderBytes || rx_pos_ < rx_len_)) {
-    ssize_t r;
-    std::size_t ahead = 0;  // bytes of the next frame's header read behind this payload
-    const bool header_ready = rstate_ == ReadState::header && hgot_ == wire::kHeaderBytes;
-    if (header_ready) {
-      r = 0;  // nothing to read: decode the buffered header
-    } else if (rx_pos_ < rx_len_) {
-      // Hand over bytes read ahead: the rest of a header, or (part of) a payload.
-      const std::size_t avail = rx_len_ - rx_pos_;
-      const std::byte* from = rx_.data() + rx_pos_;
-      std::size_t n;
-      if (rstate_ == ReadState::header) {
-        n = std::min(wire::kHeaderBytes - hgot_, avail);
-        std::copy(from, from + n, hbuf_.data() + hgot_);
-      } else {
-        n = std::min(static_cast<std::size_t>(cur_.length - pgot_), avail);
-        if (!dest_.discard) std::copy(from, from + n, dest_.data + pgot_);
-      }
-      rx_pos_ += n;
-      r = static_cast<ssize_t>(n);
-    } else if (drained) {
-      return;
-    } else if (rstate_ == ReadState::header) {
-      // A header, and whatever follows it up to kRxBytes: a small frame costs one recv.
-      if (rx_.empty()) rx_.resize(kRxBytes);
-      r = recv(fd_, rx_.data(), rx_.size(), 0);
-      if (r > 0) {
-        drained = static_cast<std::size_t>(r) < rx_.size();
-        rx_pos_ = 0;
-        rx_len_ = static_cast<std::size_t>(r);
-        continue;
-      }
-    } else {
-      const std::size_t left = cur_.length - pgot_;
-      if (dest_.discard) {
-        if (scratch_.empty()) scratch_.resize(kScratchBytes);
-        const std::size_t want = std::min(left, scratch_.size());
-        r = recv(fd_, scratch_.data(), want, 0);
-        drained = r >= 0 && static_cast<std::size_t>(r) < want;
-      } else {
-        // The payload's rest and the next frame's header in one call (one recv per frame
-        // instead of two when frames arrive back to back).
-        iovec iov[2] = {iovec{dest_.data + pgot_, left}, iovec{hbuf_.data(), wire::kHeaderBytes}};
-        r = readv(fd_, iov, 2);
-        drained = r >= 0 && static_cast<std::size_t>(r) < left + wire::kHeaderBytes;
-        if (r > static_cast<ssize_t>(left)) {
-          ahead = static_cast<std::size_t>(r) - left;
-          r = static_cast<ssize_t>(left);
-        }
-      }
-    }
-    if (r == 0 && !header_ready) {
-      if (rstate_ == ReadState::payload || hgot_ > 0) {
-        const std::size_t got = rstate_ == ReadState::payload ? wire::kHeaderBytes + pgot_ : hgot_;
-        const std::size_t want = rstate_ == ReadState::payload ? wire::kHeaderBytes + cur_.length : wire::kHeaderBytes;
-        // A peer that dies mid-frame looks exactly like this: it is a lost connection.
-        fail(Status(StatusCode::connection_lost, "truncated frame: the peer closed the connection after " +
-                                                    std::to_string(got) + " of " + std::to_string(want) +
-                                                    " bytes of a frame"));
-      } else {
-        fail(Status(StatusCode::connection_lost, "the peer closed the connection (EOF)"));
-      }
-      return;
-    }
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
-      fail(errno_status(StatusCode::connection_lost, "receiving from the peer failed", "recv", errno));
-      return;
-    }
-    bool frame_done = false;
-    if (rstate_ == ReadState::header) {
-      hgot_ += static_cast<std::size_t>(r);
-      if (hgot_ < wire::kHeaderBytes) continue;
-      hgot_ = 0;
-      Result<wire::Header> h = wire::decode(hbuf_);
-      if (!h.ok()) {
-        fail(h.status());
-        return;
-      }
-      cur_ = *h;
-      Result<Destination> d = sink_->on_header(cur_);
-      if (!self.alive() || closed_) return;
-      if (!d.ok()) {
-        fail(d.status());
-        return;
-      }
-      dest_ = *d;
-      pgot_ = 0;
-      if (cur_.length == 0) {
-        frame_done = true;
-      } else {
-        rstate_ = ReadState::payload;
-      }
-    } else {
-      pgot_ += static_cast<std::size_t>(r);
-      if (pgot_ == cur_.length) {
-        frame_done = true;
-        rstate_ = ReadState::header;
-        hgot_ = ahead;
-      }
-    }
-    if (frame_done) {
-      ++frames;
-      sink_->on_frame(cur_);
-      if (!self.alive()) return;
-    }
-  }
 }
 
 }  // namespace tictac::transport::tcp
