@@ -121,7 +121,8 @@ std::optional<Chunk> SendQueue::pop_level(std::chrono::nanoseconds t,
     std::optional<Chunk> c;
     if (preempt) {
       const Priority level = it->first;
-      c = take(it->second, [&](PeerId p) { return (*can_preempt)(p, level); });
+      // Never ahead of the peer's own control frames (its ANNOUNCEs go before its data).
+      c = take(it->second, [&](PeerId p) { return control_.lanes.count(p) == 0 && (*can_preempt)(p, level); });
     } else {
       c = take(it->second, can_send);
     }

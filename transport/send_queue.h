@@ -101,8 +101,9 @@ class SendQueue {
   // round-robin turn.
   // `can_preempt(peer, priority)` (optional; enforce_priority only): when nothing else can go,
   // a chunk of a level the backend can send past everything already handed over (its own lane)
-  // goes even beyond the window or the backend's capacity for ordinary chunks; such a chunk counts
-  // as in flight with nothing ahead of it.
+  // goes even beyond the window or the backend's capacity for ordinary chunks (never ahead of a
+  // control message queued for the same peer); such a chunk counts as in flight with nothing
+  // ahead of it.
   std::optional<Chunk> pop(const std::function<bool(PeerId)>& can_send,
                            const std::function<bool(PeerId, Priority)>& can_preempt = {});
 

@@ -90,10 +90,14 @@ int TcpEndpoint::route(const wire::Header& h) {
 
 bool TcpEndpoint::takes_lane1(Priority priority) const {
   if (lane_ != LaneState::up || mac_seen_) return false;
-  // A new message: lane 1 if it is more urgent than the stream lane 0 carries now.
-  const Socket& bulk = s_[0];
-  if (priority >= bulk.prio) return false;
-  return !bulk.out.empty() || Clock::now() - bulk.last_payload < kBusyWindow;
+  const Clock::time_point now = Clock::now();
+  auto streaming = [&](const Socket& s) {
+    return !s.out.empty() || now - s.last_payload < kBusyWindow;
+  };
+  // A new message of the level lane 1 carries now follows it there (FIFO within a level).
+  if (priority == s_[1].prio && streaming(s_[1])) return true;
+  // Otherwise lane 1 if it is more urgent than the stream lane 0 carries now.
+  return priority < s_[0].prio && streaming(s_[0]);
 }
 
 bool TcpEndpoint::has_urgent_capacity(std::int64_t priority) const {
@@ -247,6 +251,10 @@ bool TcpEndpoint::may_deliver(Socket& s) {
   const Socket& other = s_[lane1 ? 0 : 1];
   if (other.ctrl_got >= need) return true;
   transport_counters().tcp_lane_barrier_waits.fetch_add(1, std::memory_order_relaxed);
+  if (other.eof) {  // what it waits for can no longer come
+    fail(Status(StatusCode::connection_lost, "the peer closed the connection (EOF)"));
+    return false;
+  }
   s.paused = true;
   s.wait_for = need;
   update_interest(s);
@@ -295,13 +303,25 @@ void TcpEndpoint::frame_delivered(Socket& s) {
 
 void TcpEndpoint::resume_if_ready(Socket& s) {
   const bool lane1 = &s == &s_[1];
-  if (!s.paused || s_[lane1 ? 0 : 1].ctrl_got < s.wait_for) return;
+  if (s.eof || !s.paused || s_[lane1 ? 0 : 1].ctrl_got < s.wait_for) return;
   s.paused = false;
   update_interest(s);
   const int lane = lane1 ? 1 : 0;
   engine_.defer(lifetime_.guard([this, lane] {
     if (!closed_ && s_[lane].fd >= 0 && !s_[lane].paused) read_some(s_[lane]);
   }));
+}
+
+void TcpEndpoint::peer_closed(Socket& s) {
+  // With two sockets, one may end before the other has delivered what was sent on it earlier:
+  // the connection ends once both have (or the other waits for a frame this one will not bring).
+  s.eof = true;
+  s.paused = true;  // nothing more to read; not watched (it would report the EOF forever)
+  engine_.unwatch(s.fd);
+  s.events = 0;
+  Socket& other = s_[&s == &s_[1] ? 0 : 1];
+  if (lane_ == LaneState::up && !other.eof && !other.paused) return;
+  fail(Status(StatusCode::connection_lost, "the peer closed the connection (EOF)"));
 }
 
 void TcpEndpoint::close() {

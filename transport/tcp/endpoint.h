@@ -72,7 +72,8 @@ class TcpEndpoint final : public Endpoint {
     int fd = -1;
     std::size_t prefix = 0;  // barrier bytes before each incoming header (lane 1, once up)
     std::uint32_t events = 0;  // the epoll interest now
-    bool paused = false;       // the next frame waits for the other socket (a barrier)
+    bool paused = false;       // the next frame waits for the other socket (a barrier), or eof
+    bool eof = false;          // the peer closed this socket (at a frame boundary)
     std::uint64_t wait_for = 0;  // ... until the other socket delivered this many non-DATA frames
     std::deque<OutFrame> out;
     std::size_t queued_bytes = 0;  // head and payload bytes in out not yet written
@@ -109,6 +110,8 @@ class TcpEndpoint final : public Endpoint {
   // A lane frame arrived on `s`; false = the endpoint failed or the lane was dropped.
   bool handle_lane_frame(Socket& s, std::span<const std::byte> bytes);
   void frame_delivered(Socket& s);
+  // A clean EOF on `s`: the endpoint fails once nothing more can arrive on either socket.
+  void peer_closed(Socket& s);
   void resume_if_ready(Socket& s);
 
   // --- endpoint_io.cc: socket I/O ---

@@ -82,7 +82,7 @@ void TcpEndpoint::flush_all() {
 }
 
 void TcpEndpoint::update_interest(Socket& s) {
-  if (closed_ || s.fd < 0) return;
+  if (closed_ || s.fd < 0 || s.eof) return;
   std::uint32_t want = s.paused ? 0u : static_cast<std::uint32_t>(EPOLLIN);
   if (!s.out.empty() || (&s == &s_[1] && lane_ == LaneState::connecting)) want |= EPOLLOUT;
   if (want == s.events) return;
@@ -253,7 +253,7 @@ void TcpEndpoint::read_some(Socket& s) {
                                                     std::to_string(got) + " of " + std::to_string(want) +
                                                     " bytes of a frame"));
       } else {
-        fail(Status(StatusCode::connection_lost, "the peer closed the connection (EOF)"));
+        peer_closed(s);
       }
       return;
     }

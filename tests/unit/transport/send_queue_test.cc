@@ -40,6 +40,64 @@ TEST(SendQueue, SmallerPriorityFirstAcrossLevels) {
   EXPECT_TRUE(q.empty());
 }
 
+// A backend with a lane of its own for urgent messages (tcp lanes): with the window full of a
+// long low-priority message, a chunk of a more urgent level still goes when can_preempt says its
+// lane takes it, and counts as in flight with nothing ahead. Counter-checks: without can_preempt,
+// and in FIFO mode, the window holds it back.
+TEST(SendQueue, AnUrgentLevelGoesPastAFullWindowWhereTheBackendHasALaneForIt) {
+  for (const bool priority : {true, false}) {
+    SendQueue q(cfg(100, 1, priority));
+    q.push(1, 10, 5, 1000);
+    auto first = q.pop({});
+    ASSERT_TRUE(first.has_value());
+    EXPECT_EQ(first->message, 10u);
+    q.push(1, 11, 0, 50);
+    EXPECT_FALSE(q.pop({}).has_value()) << "window of 1 is full";
+    std::vector<Priority> asked;
+    auto lane = [&](PeerId, Priority p) {
+      asked.push_back(p);
+      return p < 5;
+    };
+    auto urgent = q.pop({}, lane);
+    if (!priority) {
+      EXPECT_FALSE(urgent.has_value()) << "FIFO mode has no urgent levels";
+      continue;
+    }
+    ASSERT_TRUE(urgent.has_value());
+    EXPECT_EQ(urgent->message, 11u);
+    EXPECT_EQ(urgent->ahead_bytes, 0u);
+    EXPECT_EQ(q.in_flight(), 2u);
+    EXPECT_EQ(asked, (std::vector<Priority>{0}));
+    // The less urgent level is not let past the window even when asked: can_preempt says no.
+    EXPECT_FALSE(q.pop({}, lane).has_value());
+    q.on_chunk_done(*urgent);
+    q.on_chunk_done(*first);
+    EXPECT_EQ(q.pop({})->message, 10u);
+  }
+}
+
+// The urgent path never puts a peer's data ahead of its own queued control message (an ANNOUNCE
+// must reach the peer before the data it announces), even while the backend cannot take the
+// control message; another peer's urgent data still goes.
+TEST(SendQueue, AnUrgentChunkNeverGoesAheadOfItsPeersControlMessage) {
+  SendQueue q(cfg(100, 1));
+  q.push(1, 10, 5, 1000);
+  ASSERT_TRUE(q.pop({}).has_value());
+  q.push_control(1, 20);
+  q.push(1, 21, 0, 50);
+  q.push(2, 30, 0, 50);
+  auto blocked = [](PeerId) { return false; };  // no capacity for ordinary frames
+  auto lane = [](PeerId, Priority p) { return p < 5; };
+  auto c = q.pop(blocked, lane);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->peer, 2u) << "peer 1's data went ahead of its control message";
+  EXPECT_FALSE(q.pop(blocked, lane).has_value());
+  auto control = q.pop({}, lane);  // capacity back: the control message first
+  ASSERT_TRUE(control.has_value());
+  EXPECT_TRUE(control->control);
+  EXPECT_EQ(q.pop({}, lane)->message, 21u);
+}
+
 TEST(SendQueue, FifoWithinALevelBySequence) {
   SendQueue q(cfg(100, 1));
   std::uint64_t last_seq = 0;
