@@ -104,7 +104,8 @@ bool TcpEndpoint::has_urgent_capacity(std::int64_t priority) const {
   return !closed_ && takes_lane1(priority) && socket_has_capacity(s_[1]);
 }
 
-Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload, std::uint64_t cookie) {
+Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload,
+                         std::uint64_t cookie) {
   if (closed_) return Status(StatusCode::connection_lost, "connection closed");
   if (header.type == wire::FrameType::mac) mac_seen_ = true;
   const int lane = route(header);
@@ -117,7 +118,8 @@ Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload, s
     // Non-DATA frames went on lane 1 since the last SYNC: nothing behind this point on lane 0
     // may be delivered before them.
     OutFrame sync{};
-    const wire::HeaderBytes b = encode_lane_frame(LaneFrame{LaneFrame::Kind::sync, s_[1].ctrl_posted});
+    const wire::HeaderBytes b =
+        encode_lane_frame(LaneFrame{LaneFrame::Kind::sync, s_[1].ctrl_posted});
     std::copy(b.begin(), b.end(), sync.head.begin());
     sync.head_len = b.size();
     sync.internal = true;
@@ -195,7 +197,8 @@ void TcpEndpoint::on_lane_connected() {
   }
   lane_ = LaneState::hello_sent;
   OutFrame hello{};
-  const wire::HeaderBytes b = encode_lane_frame(LaneFrame{LaneFrame::Kind::hello, ntohs(local.sin_port)});
+  const wire::HeaderBytes b =
+      encode_lane_frame(LaneFrame{LaneFrame::Kind::hello, ntohs(local.sin_port)});
   std::copy(b.begin(), b.end(), hello.head.begin());
   hello.head_len = b.size();
   hello.internal = true;
@@ -241,7 +244,8 @@ bool TcpEndpoint::may_deliver(Socket& s) {
     need = load64(s.hbuf.data());
   } else if (!lane1 && (lane_ == LaneState::hello_sent || lane_ == LaneState::up) &&
              is_lane_frame(std::span<const std::byte>(s.hbuf.data(), wire::kHeaderBytes))) {
-    Result<LaneFrame> f = decode_lane_frame(std::span<const std::byte>(s.hbuf.data(), wire::kHeaderBytes));
+    Result<LaneFrame> f =
+        decode_lane_frame(std::span<const std::byte>(s.hbuf.data(), wire::kHeaderBytes));
     if (!f.ok()) {
       fail(f.status());
       return false;
@@ -279,9 +283,9 @@ bool TcpEndpoint::handle_lane_frame(Socket& s, std::span<const std::byte> bytes)
       f->kind == LaneFrame::Kind::sync) {
     return true;  // its barrier was met in may_deliver
   }
-  fail(Status(StatusCode::protocol_error,
-              "unexpected tcp lane frame on " + std::string(lane1 ? "lane 1" : "the primary socket") +
-                  (f.ok() ? "" : ": " + f.status().message())));
+  fail(Status(StatusCode::protocol_error, "unexpected tcp lane frame on " +
+                                              std::string(lane1 ? "lane 1" : "the primary socket") +
+                                              (f.ok() ? "" : ": " + f.status().message())));
   return false;
 }
 

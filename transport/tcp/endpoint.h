@@ -70,16 +70,16 @@ class TcpEndpoint final : public Endpoint {
   // One socket's queues and reader.
   struct Socket {
     int fd = -1;
-    std::size_t prefix = 0;  // barrier bytes before each incoming header (lane 1, once up)
-    std::uint32_t events = 0;  // the epoll interest now
-    bool paused = false;       // the next frame waits for the other socket (a barrier), or eof
-    bool eof = false;          // the peer closed this socket (at a frame boundary)
+    std::size_t prefix = 0;      // barrier bytes before each incoming header (lane 1, once up)
+    std::uint32_t events = 0;    // the epoll interest now
+    bool paused = false;         // the next frame waits for the other socket (a barrier), or eof
+    bool eof = false;            // the peer closed this socket (at a frame boundary)
     std::uint64_t wait_for = 0;  // ... until the other socket delivered this many non-DATA frames
     std::deque<OutFrame> out;
-    std::size_t queued_bytes = 0;  // head and payload bytes in out not yet written
-    std::uint64_t ctrl_posted = 0;  // non-DATA frames posted (the peer's barriers count these)
-    std::uint64_t ctrl_got = 0;     // non-DATA frames delivered
-    Priority prio = 0;              // the priority of the last data-carrying frame posted
+    std::size_t queued_bytes = 0;      // head and payload bytes in out not yet written
+    std::uint64_t ctrl_posted = 0;     // non-DATA frames posted (the peer's barriers count these)
+    std::uint64_t ctrl_got = 0;        // non-DATA frames delivered
+    Priority prio = 0;                 // the priority of the last data-carrying frame posted
     Clock::time_point last_payload{};  // when it was posted
     ReadState rstate = ReadState::header;
     std::array<std::byte, kMaxHead> hbuf{};
@@ -135,15 +135,15 @@ class TcpEndpoint final : public Endpoint {
   ProgressEngine::DeferredCallId flush_call_ = 0;  // registered on the first schedule_flush()
   std::vector<std::uint64_t> sent_spare_;          // flush()'s list of sent cookies, kept for reuse
   bool was_full_ = false;
-  bool broken_ = false;  // failed: close at once (no linger_close)
+  bool broken_ = false;              // failed: close at once (no linger_close)
   scaffold::LoopLifetime lifetime_;  // deferred work and sink callbacks check it
 
   Socket s_[2];  // lane 0: the primary socket; lane 1: fd -1 until set up
   LaneSetup setup_;
   LaneState lane_ = LaneState::off;
-  std::string peer_;              // the primary socket's peer, "ip:port"
-  std::uint64_t synced1_ = 0;     // lane-1 non-DATA frames announced by the last SYNC
-  bool mac_seen_ = false;         // frame MACs in use: everything stays on lane 0
+  std::string peer_;           // the primary socket's peer, "ip:port"
+  std::uint64_t synced1_ = 0;  // lane-1 non-DATA frames announced by the last SYNC
+  bool mac_seen_ = false;      // frame MACs in use: everything stays on lane 0
   std::unordered_map<std::uint64_t, int> pins_;  // msg_id -> lane of messages under way on lane 1
   std::vector<std::byte> scratch_;
 

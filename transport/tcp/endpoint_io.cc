@@ -77,7 +77,8 @@ void TcpEndpoint::flush_all() {
   // Lane 1 first: its frames are the urgent ones; a flush of lane 0 may copy a whole chunk.
   for (Socket* s : {&s_[1], &s_[0]}) {
     if (!self.alive() || closed_) return;
-    if (s->fd >= 0 && !s->out.empty() && !(s == &s_[1] && lane_ == LaneState::connecting)) flush(*s);
+    if (s->fd >= 0 && !s->out.empty() && !(s == &s_[1] && lane_ == LaneState::connecting))
+      flush(*s);
   }
 }
 
@@ -249,9 +250,9 @@ void TcpEndpoint::read_some(Socket& s) {
         const std::size_t got = s.rstate == ReadState::payload ? hsize + s.pgot : s.hgot;
         const std::size_t want = s.rstate == ReadState::payload ? hsize + s.cur.length : hsize;
         // A peer that dies mid-frame looks exactly like this: it is a lost connection.
-        fail(Status(StatusCode::connection_lost, "truncated frame: the peer closed the connection after " +
-                                                    std::to_string(got) + " of " + std::to_string(want) +
-                                                    " bytes of a frame"));
+        fail(Status(StatusCode::connection_lost,
+                    "truncated frame: the peer closed the connection after " + std::to_string(got) +
+                        " of " + std::to_string(want) + " bytes of a frame"));
       } else {
         peer_closed(s);
       }
@@ -265,7 +266,8 @@ void TcpEndpoint::read_some(Socket& s) {
         drop_lane(std::string("reading the lane's answer failed: ") + std::strerror(err));
         return;
       }
-      fail(errno_status(StatusCode::connection_lost, "receiving from the peer failed", "recv", err));
+      fail(
+          errno_status(StatusCode::connection_lost, "receiving from the peer failed", "recv", err));
       return;
     }
     taken += static_cast<std::size_t>(r);

@@ -3,12 +3,13 @@
 // already in the kernel's queues (docs/transport.md, "TCP lanes").
 //
 // Lane 1 is opened by the connecting side once the peer's HELLO arrived on the primary connection
-// (the handshake is done: the peer is a TicTac endpoint that registered it): a new socket to the same address whose first bytes
-// are a LANE HELLO naming the primary socket's local port. The listener reads the first bytes of
-// every accepted socket: a LANE HELLO is paired through the LaneRegistry with the accepted
-// endpoint whose peer is that address and port, which answers LANE OK on the new socket; anything
-// else is a primary connection for the core. Any failure on the way (an older peer, a refused
-// connect, a timeout) leaves the endpoint on its one socket: lanes are an optimisation.
+// (the handshake is done: the peer is a TicTac endpoint that registered it): a new socket to the
+// same address whose first bytes are a LANE HELLO naming the primary socket's local port. The
+// listener reads the first bytes of every accepted socket: a LANE HELLO is paired through the
+// LaneRegistry with the accepted endpoint whose peer is that address and port, which answers LANE
+// OK on the new socket; anything else is a primary connection for the core. Any failure on the way
+// (an older peer, a refused connect, a timeout) leaves the endpoint on its one socket: lanes are an
+// optimisation.
 //
 // Order across the two sockets: only DATA frames may be overtaken. Every frame on lane 1 is
 // preceded by an 8-byte barrier, the number of non-DATA frames the sender had posted on lane 0

@@ -4,10 +4,10 @@
 // lanes.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <cstdlib>
 #include <atomic>
+#include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <future>
 #include <random>
@@ -26,7 +26,9 @@ using tcp::LaneFrame;
 
 TEST(TcpLaneFrames, RoundTripAndRejectMalformed) {
   for (const auto kind : {LaneFrame::Kind::hello, LaneFrame::Kind::ok, LaneFrame::Kind::sync}) {
-    const std::uint64_t value = kind == LaneFrame::Kind::hello ? 40000 : kind == LaneFrame::Kind::sync ? 77 : 0;
+    const std::uint64_t value = kind == LaneFrame::Kind::hello  ? 40000
+                                : kind == LaneFrame::Kind::sync ? 77
+                                                                : 0;
     const wire::HeaderBytes b = tcp::encode_lane_frame(LaneFrame{kind, value});
     EXPECT_TRUE(tcp::is_lane_frame(b));
     Result<LaneFrame> f = tcp::decode_lane_frame(b);
@@ -51,7 +53,8 @@ TEST(TcpLaneFrames, RoundTripAndRejectMalformed) {
     EXPECT_EQ(f.status().code(), StatusCode::protocol_error);
     EXPECT_NE(f.status().message().find(bad.says), std::string::npos) << f.status().message();
   }
-  Result<LaneFrame> port0 = tcp::decode_lane_frame(tcp::encode_lane_frame(LaneFrame{LaneFrame::Kind::hello, 0}));
+  Result<LaneFrame> port0 =
+      tcp::decode_lane_frame(tcp::encode_lane_frame(LaneFrame{LaneFrame::Kind::hello, 0}));
   EXPECT_FALSE(port0.ok());
   const wire::HeaderBytes whole = tcp::encode_lane_frame(LaneFrame{});
   EXPECT_FALSE(tcp::decode_lane_frame(std::span<const std::byte>(whole.data(), 20)).ok());
@@ -98,8 +101,10 @@ void ping(Pair& p) {
   auto rs = MemoryRegion::host(s.data(), s.size());
   auto rd = MemoryRegion::host(d.data(), d.size());
   std::promise<Status> got, sent;
-  p.b->recv(p.from, 99, *rd, 0, 16, [&](const Status& st, std::uint64_t, PeerId) { got.set_value(st); });
-  p.a->send(p.to, 99, *rs, 0, 16, 0, [&](const Status& st, std::uint64_t, PeerId) { sent.set_value(st); });
+  p.b->recv(p.from, 99, *rd, 0, 16,
+            [&](const Status& st, std::uint64_t, PeerId) { got.set_value(st); });
+  p.a->send(p.to, 99, *rs, 0, 16, 0,
+            [&](const Status& st, std::uint64_t, PeerId) { sent.set_value(st); });
   EXPECT_TRUE(got.get_future().get().ok());
   EXPECT_TRUE(sent.get_future().get().ok());
 }
@@ -164,9 +169,11 @@ std::uint64_t urgent_during_stream(const char* lanes) {
   });
   std::this_thread::sleep_for(20ms);  // both receives advertised
   const std::uint64_t frames = lane1_frames();
-  p.a->send(p.to, 1, *rs, 0, big, 5, [&](const Status& st, std::uint64_t, PeerId) { big_sent.set_value(st); });
+  p.a->send(p.to, 1, *rs, 0, big, 5,
+            [&](const Status& st, std::uint64_t, PeerId) { big_sent.set_value(st); });
   std::this_thread::sleep_for(5ms);  // the stream is under way
-  p.a->send(p.to, 2, *rs2, 0, small, 0, [&](const Status& st, std::uint64_t, PeerId) { small_sent.set_value(st); });
+  p.a->send(p.to, 2, *rs2, 0, small, 0,
+            [&](const Status& st, std::uint64_t, PeerId) { small_sent.set_value(st); });
   EXPECT_TRUE(small_got.get_future().get().ok());
   EXPECT_TRUE(big_got.get_future().get().ok());
   EXPECT_TRUE(big_sent.get_future().get().ok());
@@ -206,9 +213,13 @@ TEST(TcpLanes, MixedTrafficBothWaysIsExactAndMatchedInOrderPerTag) {
       Msg& m = out[i];
       m.tag = rng() % 8;
       const int shape = static_cast<int>(rng() % 4);
-      m.bytes = shape == 0 ? rng() % 100 : shape == 1 ? rng() % (64 << 10) : shape == 2 ? rng() % (300 << 10) : rng() % (1536 << 10);
+      m.bytes = shape == 0   ? rng() % 100
+                : shape == 1 ? rng() % (64 << 10)
+                : shape == 2 ? rng() % (300 << 10)
+                             : rng() % (1536 << 10);
       m.src.assign(m.bytes + 1, std::byte{0});  // + 1: a region even for 0 bytes
-      for (std::size_t k = 0; k < m.bytes; ++k) m.src[k] = static_cast<std::byte>((k * 31 + i * 7 + m.tag) & 0xff);
+      for (std::size_t k = 0; k < m.bytes; ++k)
+        m.src[k] = static_cast<std::byte>((k * 31 + i * 7 + m.tag) & 0xff);
       m.dst.assign(m.bytes + 1, std::byte{0});
     }
     return out;
@@ -225,15 +236,17 @@ TEST(TcpLanes, MixedTrafficBothWaysIsExactAndMatchedInOrderPerTag) {
     for (int i = 0; i < kPerDir; ++i) {
       Msg& m = msgs[i];
       regions.push_back(std::move(MemoryRegion::host(m.dst.data(), m.dst.size())).value());
-      ctx.recv(from, m.tag, regions.back(), 0, m.bytes, [&](const Status& st, std::uint64_t, PeerId) {
-        if (!st.ok()) ++errors;
-        ++done;
-      });
+      ctx.recv(from, m.tag, regions.back(), 0, m.bytes,
+               [&](const Status& st, std::uint64_t, PeerId) {
+                 if (!st.ok()) ++errors;
+                 ++done;
+               });
     }
   };
   post_recvs(*p.b, p.from, ab);
   post_recvs(*p.a, p.to, ba);
-  auto send_all = [&](Context& ctx, PeerId to, std::vector<Msg>& msgs, std::vector<MemoryRegion>& keep) {
+  auto send_all = [&](Context& ctx, PeerId to, std::vector<Msg>& msgs,
+                      std::vector<MemoryRegion>& keep) {
     for (int i = 0; i < kPerDir; ++i) {
       Msg& m = msgs[i];
       keep.push_back(std::move(MemoryRegion::host(m.src.data(), m.src.size())).value());
@@ -249,7 +262,8 @@ TEST(TcpLanes, MixedTrafficBothWaysIsExactAndMatchedInOrderPerTag) {
   std::thread t2([&] { send_all(*p.b, p.from, ba, sends_ba); });
   t1.join();
   t2.join();
-  ASSERT_TRUE(wait_for([&] { return done.load() == 4 * kPerDir; }, 60s)) << done.load() << " of " << 4 * kPerDir;
+  ASSERT_TRUE(wait_for([&] { return done.load() == 4 * kPerDir; }, 60s))
+      << done.load() << " of " << 4 * kPerDir;
   EXPECT_EQ(errors.load(), 0);
   for (int i = 0; i < kPerDir; ++i) {
     EXPECT_EQ(ab[i].dst, ab[i].src) << "a->b message " << i;
