@@ -90,14 +90,13 @@ int TcpEndpoint::route(const wire::Header& h) {
 
 bool TcpEndpoint::takes_lane1(Priority priority) const {
   if (lane_ != LaneState::up || mac_seen_) return false;
-  const Clock::time_point now = Clock::now();
-  auto streaming = [&](const Socket& s) {
-    return !s.out.empty() || now - s.last_payload < kBusyWindow;
+  auto streaming = [](const Socket& s) {
+    return !s.out.empty() || Clock::now() - s.last_payload < kBusyWindow;
   };
-  // A new message of the level lane 1 carries now follows it there (FIFO within a level).
-  if (priority == s_[1].prio && streaming(s_[1])) return true;
-  // Otherwise lane 1 if it is more urgent than the stream lane 0 carries now.
-  return priority < s_[0].prio && streaming(s_[0]);
+  // A new message of the level lane 1 carries now follows it there (FIFO within a level);
+  // otherwise it takes lane 1 if it is more urgent than the stream lane 0 carries now.
+  return (priority == s_[1].prio && streaming(s_[1])) ||
+         (priority < s_[0].prio && streaming(s_[0]));
 }
 
 bool TcpEndpoint::has_urgent_capacity(std::int64_t priority) const {
