@@ -75,32 +75,38 @@ int TcpEndpoint::route(const wire::Header& h) {
   using wire::FrameType;
   if (h.type == FrameType::data || h.type == FrameType::abort) {
     auto it = pins_.find(h.msg_id);
-    if (it != pins_.end()) {  // a message under way on lane 1 stays there, its ABORT too
+    if (it != pins_.end()) {  // a message under way stays on its lane, its ABORT too
+      const int lane = it->second;
       if (h.type == FrameType::abort || h.offset + h.length >= h.total) pins_.erase(it);
-      return 1;
+      return lane;
     }
-    if (h.type == FrameType::abort || h.offset != 0) return 0;
+    if (h.type == FrameType::abort || h.offset != 0) return 0;  // began before lane 1 was up
   } else if (h.type != FrameType::announce) {
-    return 0;  // control frames: lane 0
+    // Control frames go with the stream (the barriers keep every non-DATA frame in order across
+    // the lanes), so that they do not wait behind the other lane's older bytes.
+    return lane_ == LaneState::up && !mac_seen_ ? current_ : 0;
   }
-  if (!takes_lane1(h.priority)) return 0;
-  if (h.type == FrameType::data && h.length < h.total) pins_.emplace(h.msg_id, 1);
-  return 1;
+  const int lane = lane_for(h.priority);
+  if (h.length > 0) current_ = lane;  // the stream follows the frames that carry data
+  if (h.type == FrameType::data && h.length < h.total && lane_ == LaneState::up) {
+    pins_.emplace(h.msg_id, lane);
+  }
+  return lane;
 }
 
-bool TcpEndpoint::takes_lane1(Priority priority) const {
-  if (lane_ != LaneState::up || mac_seen_) return false;
-  auto streaming = [](const Socket& s) {
-    return !s.out.empty() || Clock::now() - s.last_payload < kBusyWindow;
-  };
-  // A new message of the level lane 1 carries now follows it there (FIFO within a level);
-  // otherwise it takes lane 1 if it is more urgent than the stream lane 0 carries now.
-  return (priority == s_[1].prio && streaming(s_[1])) ||
-         (priority < s_[0].prio && streaming(s_[0]));
+int TcpEndpoint::lane_for(Priority priority) const {
+  if (lane_ != LaneState::up || mac_seen_) return 0;
+  // The stream stays on the current lane; a message more urgent than what that lane carries
+  // now switches to the other one, so it does not wait behind those bytes.
+  const Socket& cur = s_[current_];
+  const bool streaming = !cur.out.empty() || Clock::now() - cur.last_payload < kBusyWindow;
+  return priority < cur.prio && streaming ? 1 - current_ : current_;
 }
 
 bool TcpEndpoint::has_urgent_capacity(std::int64_t priority) const {
-  return !closed_ && takes_lane1(priority) && socket_has_capacity(s_[1]);
+  if (closed_) return false;
+  const int lane = lane_for(priority);
+  return lane != current_ && socket_has_capacity(s_[lane]);
 }
 
 Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload,

@@ -1,10 +1,11 @@
 // TcpEndpoint: a connection to one peer over one non-blocking TCP socket, plus, once both sides
-// agreed, a second one (lane 1) for frames more urgent than the bulk stream on the first
-// (transport/tcp/lanes.h has the protocol). Internal to the TCP backend. Loop-thread only (see
+// agreed, a second one (lane 1), so that a message more urgent than the stream on one socket can
+// go on the other (transport/tcp/lanes.h has the protocol). Internal to the TCP backend. Loop-thread only (see
 // transport/backend.h). Owns its sockets; close() unwatches and closes them.
 //
-// Sending: post() routes each frame to a socket (lane 0 unless lane 1 is up and the frame starts
-// a message more urgent than the data lane 0 carries now; a message's chunks stay on its lane)
+// Sending: post() routes each frame to a socket (the current lane, or the other one for a message
+// more urgent than the data the current lane carries now, which then becomes the current lane;
+// control frames on lane 0; a message's chunks stay on its lane)
 // and flushes each socket's queue with sendmsg. Receiving: each socket has its own frame reader;
 // the lanes' barriers decide when a frame may be delivered (the other socket is served
 // meanwhile). The I/O state machines are in endpoint_io.cc, routing and lane set-up here.
@@ -42,7 +43,8 @@ class TcpEndpoint final : public Endpoint {
 
   void start(EndpointSink* sink) override;
   bool has_capacity() const override;
-  // Lane 1 is up and would take a new message of `priority` (more urgent than lane 0's stream).
+  // A new message of `priority` would switch lanes (it is more urgent than the stream on the
+  // current one) and that lane has room.
   bool has_urgent_capacity(std::int64_t priority) const override;
   Status post(const wire::Header& header, const std::byte* payload, std::uint64_t cookie) override;
   void close() override;
@@ -98,8 +100,9 @@ class TcpEndpoint final : public Endpoint {
 
   // --- endpoint.cc: routing and lanes ---
   int route(const wire::Header& header);
-  // A new message of `priority` goes on lane 1 (lane 1 up, more urgent than lane 0's stream).
-  bool takes_lane1(Priority priority) const;
+  // The lane a new message of `priority` goes on: the current one, or the other one when it is
+  // more urgent than the stream the current one carries (lane 0 while lane 1 is not up).
+  int lane_for(Priority priority) const;
   void enqueue(Socket& s, const OutFrame& frame);
   void open_lane();
   void on_lane_connected();
@@ -144,7 +147,9 @@ class TcpEndpoint final : public Endpoint {
   std::string peer_;           // the primary socket's peer, "ip:port"
   std::uint64_t synced1_ = 0;  // lane-1 non-DATA frames announced by the last SYNC
   bool mac_seen_ = false;      // frame MACs in use: everything stays on lane 0
-  std::unordered_map<std::uint64_t, int> pins_;  // msg_id -> lane of messages under way on lane 1
+  std::unordered_map<std::uint64_t, int> pins_;  // msg_id -> lane of messages under way
+  int current_ = 0;       // the lane the stream uses now
+  bool polling_ = false;  // a reader is looking at the other socket (no deeper nesting)
   std::vector<std::byte> scratch_;
 
   bool auto_lowat_ = false;

@@ -25,10 +25,10 @@ constexpr std::size_t kRxBytes = 4 << 10;
 // socket (which itself holds at most TICTAC_TCP_NOTSENT_LOWAT unsent bytes): together they bound
 // how far a newly queued high-priority chunk lands behind data already handed over.
 constexpr std::size_t kQueuedBytesLowWater = 128 << 10;
-// Bytes lane 0's reader takes between two looks at lane 1 while lane 1 is up.
-constexpr std::size_t kLane0ReadBudget = 64 << 10;
-// The largest single read of lane 0 while lane 1 is up.
-constexpr std::size_t kLane0ReadMax = 256 << 10;
+// Bytes a reader takes between two looks at the other socket while lane 1 is up.
+constexpr std::size_t kPollEvery = 64 << 10;
+// The largest single read while lane 1 is up.
+constexpr std::size_t kReadMax = 256 << 10;
 }  // namespace
 
 bool TcpEndpoint::socket_has_capacity(const Socket& s) const {
@@ -74,8 +74,9 @@ void TcpEndpoint::schedule_flush() {
 
 void TcpEndpoint::flush_all() {
   const auto self = lifetime_.token();
-  // Lane 1 first: its frames are the urgent ones; a flush of lane 0 may copy a whole chunk.
-  for (Socket* s : {&s_[1], &s_[0]}) {
+  // The current lane first: the last switch put the most urgent frames there; a flush of the
+  // other may copy a whole chunk.
+  for (Socket* s : {&s_[current_], &s_[1 - current_]}) {
     if (!self.alive() || closed_) return;
     if (s->fd >= 0 && !s->out.empty() && !(s == &s_[1] && lane_ == LaneState::connecting))
       flush(*s);
@@ -176,16 +177,23 @@ void TcpEndpoint::read_some(Socket& s) {
   bool drained = false;
   // A head already read behind the last payload, or bytes in rx, are handled even past the
   // frame limit: no further EPOLLIN may come for them.
-  // With lane 1 up, lane 0's reader looks at lane 1 after every kLane0ReadBudget bytes (one
-  // recv, EAGAIN when nothing waits): an urgent frame does not wait for lane 0's backlog.
-  const bool poll_lane1 = !lane1 && lane_ == LaneState::up;
+  // With lane 1 up, each reader looks at the other socket after every kPollEvery bytes it read
+  // (one recv, EAGAIN when nothing waits): an urgent frame does not wait for the other lane's
+  // backlog to be copied out.
+  const bool poll_other = lane_ == LaneState::up && !polling_;
+  Socket& other = s_[lane1 ? 0 : 1];
   std::size_t taken = 0;
   while (!closed_ && s.fd >= 0 && !s.paused &&
          (frames < kMaxFramesPerWakeup || s.hgot == s.head_size() || s.rx_pos < s.rx_len)) {
-    if (poll_lane1 && taken >= kLane0ReadBudget) {
+    if (poll_other && taken >= kPollEvery) {
       taken = 0;
-      if (s_[1].fd >= 0 && !s_[1].paused) read_some(s_[1]);
-      if (!self.alive() || closed_ || s.paused) return;
+      if (other.fd >= 0 && !other.paused) {
+        polling_ = true;
+        read_some(other);
+        if (!self.alive()) return;
+        polling_ = false;
+      }
+      if (closed_ || s.paused) return;
     }
     const std::size_t hsize = s.head_size();
     ssize_t r;
@@ -229,8 +237,8 @@ void TcpEndpoint::read_some(Socket& s) {
       } else {
         // The payload's rest and the next frame's head in one call (one recv per frame
         // instead of two when frames arrive back to back); lane 0 in pieces of at most
-        // kLane0ReadMax while lane 1 is up, so that lane 1 is looked at in between.
-        const std::size_t piece = poll_lane1 ? std::min(left, kLane0ReadMax) : left;
+        // kReadMax while lane 1 is up, so that the other socket is looked at in between.
+        const std::size_t piece = poll_other ? std::min(left, kReadMax) : left;
         iovec iov[2] = {iovec{s.dest.data + s.pgot, piece}, iovec{s.hbuf.data(), hsize}};
         const int n = piece == left ? 2 : 1;
         r = readv(s.fd, iov, n);

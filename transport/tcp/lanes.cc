@@ -10,10 +10,12 @@ namespace {
 
 constexpr std::uint8_t kLaneVersion = 1;
 
-const BoolTunable kLanes{"TICTAC_TCP_LANES", true,
-                         "a second TCP connection per peer for frames more urgent than the bulk "
-                         "stream on the first (they skip the bulk bytes queued in the kernel); "
-                         "off where a job token is set. 0 = one connection per peer"};
+// Off by default: in emulated PS training lanes made iterations 5.8% slower (docs/benchmarks.md,
+// "TCP lanes in PS training"), while they cut point-to-point pre-emption latency.
+const BoolTunable kLanes{"TICTAC_TCP_LANES", false,
+                         "1 = a second TCP connection per peer, so that a message more urgent "
+                         "than the stream on one socket skips the bytes queued in the kernel for "
+                         "it (never where a job token is set); 0 = one connection per peer"};
 
 void put(std::byte* p, std::uint64_t v, int n) {
   for (int i = 0; i < n; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);

@@ -1,6 +1,7 @@
-// TCP lanes (internal to the TCP backend): a second connection per peer for frames more urgent
-// than the bulk stream the first one carries, so that they do not wait behind the bulk bytes
-// already in the kernel's queues (docs/transport.md, "TCP lanes").
+// TCP lanes (internal to the TCP backend): a second connection per peer. The stream of messages
+// stays on one of the two (the current lane); a message more urgent than what the current lane
+// carries now goes on the other, which becomes the current lane, so that it does not wait behind
+// the bytes already in the kernel's queues (docs/transport.md, "TCP lanes").
 //
 // Lane 1 is opened by the connecting side once the peer's HELLO arrived on the primary connection
 // (the handshake is done: the peer is a TicTac endpoint that registered it): a new socket to the
@@ -27,8 +28,8 @@
 //     6   2   zero
 //     8   8   value  HELLO: the primary socket's local port; OK: 0; SYNC: lane-1 frame count
 //    16  40   zero
-// Lanes are off where a job token is set (the lane socket is not authenticated) and with
-// TICTAC_TCP_LANES=0.
+// Lanes are opt-in (TICTAC_TCP_LANES=1) and never used where a job token is set (the lane socket
+// is not authenticated).
 #pragma once
 
 #include <cstdint>
@@ -59,7 +60,7 @@ bool is_lane_frame(std::span<const std::byte> bytes);
 // protocol_error naming the defect for a malformed lane frame.
 Result<LaneFrame> decode_lane_frame(std::span<const std::byte> bytes);
 
-// TICTAC_TCP_LANES: 1 (the default) or 0. invalid_argument naming the variable otherwise.
+// TICTAC_TCP_LANES: 0 (the default) or 1. invalid_argument naming the variable otherwise.
 Result<bool> lanes_from_env();
 
 // Accepted endpoints waiting for their lane, by the peer's "ip:port" (loop thread only).

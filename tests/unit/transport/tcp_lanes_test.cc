@@ -1,7 +1,7 @@
 // TCP lanes (transport/tcp/lanes.h): the lane frames, the lane coming up between two contexts,
 // urgent messages taking it during a stream (with TICTAC_TCP_LANES=0 as the counter-check), mixed
 // traffic in both directions staying byte-exact and matched in order per tag, and a peer without
-// lanes.
+// lanes. Lanes are opt-in (TICTAC_TCP_LANES=1); the tests ask for them.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -65,12 +65,21 @@ struct Pair {
   PeerId to = 0, from = 0;  // a's peer id of b, b's peer id of a
 };
 
-// b listens, a connects. `lanes_a` / `lanes_b`: TICTAC_TCP_LANES for each (read at create).
+void set_lanes(const char* value) {
+  if (value != nullptr) {
+    ::setenv("TICTAC_TCP_LANES", value, 1);
+  } else {
+    ::unsetenv("TICTAC_TCP_LANES");
+  }
+}
+
+// b listens, a connects. `lanes_a` / `lanes_b`: TICTAC_TCP_LANES for each (read at create;
+// nullptr = unset, the default).
 Pair connect_pair(const char* lanes_a = "1", const char* lanes_b = "1") {
   Pair p;
-  ::setenv("TICTAC_TCP_LANES", lanes_a, 1);
+  set_lanes(lanes_a);
   auto a = Context::create({});
-  ::setenv("TICTAC_TCP_LANES", lanes_b, 1);
+  set_lanes(lanes_b);
   auto b = Context::create({});
   ::unsetenv("TICTAC_TCP_LANES");
   EXPECT_TRUE(a.ok() && b.ok());
@@ -109,7 +118,7 @@ void ping(Pair& p) {
   EXPECT_TRUE(sent.get_future().get().ok());
 }
 
-TEST(TcpLanes, TheSecondSocketComesUpByDefaultAndNotWhenOff) {
+TEST(TcpLanes, TheSecondSocketComesUpWhenAskedForAndNotByDefault) {
   const std::uint64_t before = lanes_up();
   {
     Pair p = connect_pair();
@@ -117,12 +126,13 @@ TEST(TcpLanes, TheSecondSocketComesUpByDefaultAndNotWhenOff) {
     EXPECT_TRUE(wait_for([&] { return lanes_up() >= before + 2; }, 5s))
         << "lanes up on " << lanes_up() - before << " of the 2 endpoints";
   }
-  const std::uint64_t off_before = lanes_up();
-  {
-    Pair p = connect_pair("0", "0");
+  for (const char* off : {static_cast<const char*>(nullptr), "0"}) {
+    const std::uint64_t off_before = lanes_up();
+    Pair p = connect_pair(off, off);
     ping(p);
     std::this_thread::sleep_for(100ms);
-    EXPECT_EQ(lanes_up(), off_before) << "counter-check: TICTAC_TCP_LANES=0 opened a lane";
+    EXPECT_EQ(lanes_up(), off_before)
+        << "counter-check: a lane with TICTAC_TCP_LANES=" << (off ? off : "(unset)");
   }
 }
 
