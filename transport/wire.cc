@@ -6,16 +6,6 @@
 namespace tictac::transport::wire {
 namespace {
 
-void put(std::byte* out, std::uint64_t value, int bytes) {
-  for (int i = 0; i < bytes; ++i) out[i] = static_cast<std::byte>((value >> (8 * i)) & 0xff);
-}
-
-std::uint64_t get(const std::byte* in, int bytes) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<std::uint64_t>(in[i]) << (8 * i);
-  return v;
-}
-
 Status bad(const std::string& what) {
   return Status(StatusCode::protocol_error, "malformed frame header: " + what);
 }
@@ -47,17 +37,17 @@ std::string_view to_string(FrameType type) {
 HeaderBytes encode(const Header& h) {
   HeaderBytes out{};
   std::byte* p = out.data();
-  put(p + 0, h.magic, 4);
-  put(p + 4, h.version, 2);
-  put(p + 6, static_cast<std::uint8_t>(h.type), 1);
-  put(p + 7, h.flags, 1);
-  put(p + 8, h.tag, 8);
-  put(p + 16, h.msg_id, 8);
-  put(p + 24, h.offset, 8);
-  put(p + 32, h.total, 8);
-  put(p + 40, static_cast<std::uint64_t>(h.priority), 8);
-  put(p + 48, h.length, 4);
-  put(p + 52, h.aux, 4);
+  put_le(p + 0, h.magic, 4);
+  put_le(p + 4, h.version, 2);
+  put_le(p + 6, static_cast<std::uint8_t>(h.type), 1);
+  put_le(p + 7, h.flags, 1);
+  put_le(p + 8, h.tag, 8);
+  put_le(p + 16, h.msg_id, 8);
+  put_le(p + 24, h.offset, 8);
+  put_le(p + 32, h.total, 8);
+  put_le(p + 40, static_cast<std::uint64_t>(h.priority), 8);
+  put_le(p + 48, h.length, 4);
+  put_le(p + 52, h.aux, 4);
   return out;
 }
 
@@ -68,17 +58,17 @@ Result<Header> decode(std::span<const std::byte> bytes) {
   }
   const std::byte* p = bytes.data();
   Header h;
-  h.magic = static_cast<std::uint32_t>(get(p + 0, 4));
-  h.version = static_cast<std::uint16_t>(get(p + 4, 2));
-  const auto type = static_cast<std::uint8_t>(get(p + 6, 1));
-  h.flags = static_cast<std::uint8_t>(get(p + 7, 1));
-  h.tag = get(p + 8, 8);
-  h.msg_id = get(p + 16, 8);
-  h.offset = get(p + 24, 8);
-  h.total = get(p + 32, 8);
-  h.priority = static_cast<std::int64_t>(get(p + 40, 8));
-  h.length = static_cast<std::uint32_t>(get(p + 48, 4));
-  h.aux = static_cast<std::uint32_t>(get(p + 52, 4));
+  h.magic = static_cast<std::uint32_t>(get_le(p + 0, 4));
+  h.version = static_cast<std::uint16_t>(get_le(p + 4, 2));
+  const auto type = static_cast<std::uint8_t>(get_le(p + 6, 1));
+  h.flags = static_cast<std::uint8_t>(get_le(p + 7, 1));
+  h.tag = get_le(p + 8, 8);
+  h.msg_id = get_le(p + 16, 8);
+  h.offset = get_le(p + 24, 8);
+  h.total = get_le(p + 32, 8);
+  h.priority = static_cast<std::int64_t>(get_le(p + 40, 8));
+  h.length = static_cast<std::uint32_t>(get_le(p + 48, 4));
+  h.aux = static_cast<std::uint32_t>(get_le(p + 52, 4));
 
   if (h.magic != kMagic) {
     return bad("bad magic 0x" + [&] {

@@ -100,6 +100,17 @@ struct Header {
 
 using HeaderBytes = std::array<std::byte, kHeaderBytes>;
 
+// Little-endian field access of `bytes` (1..8) bytes, as the header and the backends' own
+// fixed-layout frames use.
+inline void put_le(std::byte* out, std::uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i) out[i] = static_cast<std::byte>((value >> (8 * i)) & 0xff);
+}
+inline std::uint64_t get_le(const std::byte* in, int bytes) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= static_cast<std::uint64_t>(in[i]) << (8 * i);
+  return v;
+}
+
 // Serialises without validation (tests craft bad headers through this).
 HeaderBytes encode(const Header& header);
 

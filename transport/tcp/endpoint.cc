@@ -20,20 +20,10 @@
 namespace tictac::transport::tcp {
 namespace {
 
-// Lane 0 counts as carrying a stream while its queue holds frames or for this long after its
+// A lane counts as carrying a stream while its queue holds frames or for this long after its
 // last data frame: the bytes handed over may still wait in the kernel's queues (a 256 KiB unsent
 // bound and the peer's receive buffer: about 2 ms at 1 Gbit/s).
 constexpr auto kBusyWindow = std::chrono::milliseconds(10);
-
-std::uint64_t load64(const std::byte* p) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
-  return v;
-}
-
-void store64(std::byte* p, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
-}
 
 }  // namespace
 
@@ -136,7 +126,7 @@ Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload,
   std::size_t at = 0;
   if (lane == 1) {
     transport_counters().tcp_lane1_frames.fetch_add(1, std::memory_order_relaxed);
-    store64(f.head.data(), s_[0].ctrl_posted);
+    wire::put_le(f.head.data(), s_[0].ctrl_posted, 8);
     at = kLaneBarrierBytes;
   }
   std::copy(b.begin(), b.end(), f.head.begin() + static_cast<std::ptrdiff_t>(at));
@@ -246,7 +236,7 @@ bool TcpEndpoint::may_deliver(Socket& s) {
   const bool lane1 = &s == &s_[1];
   std::uint64_t need = 0;
   if (s.prefix > 0) {
-    need = load64(s.hbuf.data());
+    need = wire::get_le(s.hbuf.data(), 8);
   } else if (!lane1 && (lane_ == LaneState::hello_sent || lane_ == LaneState::up) &&
              is_lane_frame(std::span<const std::byte>(s.hbuf.data(), wire::kHeaderBytes))) {
     Result<LaneFrame> f =

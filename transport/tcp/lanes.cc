@@ -8,6 +8,9 @@
 namespace tictac::transport::tcp {
 namespace {
 
+using wire::get_le;
+using wire::put_le;
+
 constexpr std::uint8_t kLaneVersion = 1;
 
 // Off by default: in emulated PS training lanes made iterations 5.8% slower (docs/benchmarks.md,
@@ -17,29 +20,19 @@ const BoolTunable kLanes{"TICTAC_TCP_LANES", false,
                          "than the stream on one socket skips the bytes queued in the kernel for "
                          "it (never where a job token is set); 0 = one connection per peer"};
 
-void put(std::byte* p, std::uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) p[i] = static_cast<std::byte>((v >> (8 * i)) & 0xff);
-}
-
-std::uint64_t get(const std::byte* p, int n) {
-  std::uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= static_cast<std::uint64_t>(p[i]) << (8 * i);
-  return v;
-}
-
 }  // namespace
 
 wire::HeaderBytes encode_lane_frame(const LaneFrame& frame) {
   wire::HeaderBytes out{};
-  put(out.data(), kLaneMagic, 4);
-  put(out.data() + 4, kLaneVersion, 1);
-  put(out.data() + 5, static_cast<std::uint8_t>(frame.kind), 1);
-  put(out.data() + 8, frame.value, 8);
+  put_le(out.data(), kLaneMagic, 4);
+  put_le(out.data() + 4, kLaneVersion, 1);
+  put_le(out.data() + 5, static_cast<std::uint8_t>(frame.kind), 1);
+  put_le(out.data() + 8, frame.value, 8);
   return out;
 }
 
 bool is_lane_frame(std::span<const std::byte> bytes) {
-  return bytes.size() >= 4 && get(bytes.data(), 4) == kLaneMagic;
+  return bytes.size() >= 4 && get_le(bytes.data(), 4) == kLaneMagic;
 }
 
 Result<LaneFrame> decode_lane_frame(std::span<const std::byte> bytes) {
@@ -49,19 +42,19 @@ Result<LaneFrame> decode_lane_frame(std::span<const std::byte> bytes) {
   if (bytes.size() < wire::kHeaderBytes) return bad("truncated");
   if (!is_lane_frame(bytes)) return bad("bad magic");
   const std::byte* p = bytes.data();
-  if (get(p + 4, 1) != kLaneVersion) {
-    return bad("version " + std::to_string(get(p + 4, 1)) + " (this build speaks " +
+  if (get_le(p + 4, 1) != kLaneVersion) {
+    return bad("version " + std::to_string(get_le(p + 4, 1)) + " (this build speaks " +
                std::to_string(kLaneVersion) + ")");
   }
-  const std::uint64_t kind = get(p + 5, 1);
+  const std::uint64_t kind = get_le(p + 5, 1);
   if (kind < 1 || kind > 3) return bad("unknown kind " + std::to_string(kind));
-  if (get(p + 6, 2) != 0) return bad("reserved bytes set");
+  if (get_le(p + 6, 2) != 0) return bad("reserved bytes set");
   for (std::size_t i = 16; i < wire::kHeaderBytes; ++i) {
     if (p[i] != std::byte{0}) return bad("reserved bytes set");
   }
   LaneFrame f;
   f.kind = static_cast<LaneFrame::Kind>(kind);
-  f.value = get(p + 8, 8);
+  f.value = get_le(p + 8, 8);
   if (f.kind == LaneFrame::Kind::hello && (f.value == 0 || f.value > 65535)) {
     return bad("HELLO names port " + std::to_string(f.value));
   }

@@ -13,6 +13,7 @@
 #include "transport/counters.h"
 #include "transport/shaping/egress_limiter.h"
 #include "transport/shaping/shaping_endpoint.h"
+#include "tests/unit/transport/tcp_pair.h"
 
 namespace tictac::transport::shaping {
 namespace {
@@ -112,24 +113,8 @@ TEST(ShapingEndpoint, HoldsAFrameAndReturnsToTheLoopUntilTheLinkIsFree) {
   EXPECT_EQ(sink.failed, 0);
 }
 
-struct Pair {
-  std::unique_ptr<Context> a, b;
-  PeerId to = 0, from = 0;
-};
-
-Pair connect_pair() {
-  Pair p;
-  auto a = Context::create({});
-  auto b = Context::create({});
-  EXPECT_TRUE(a.ok() && b.ok());
-  p.a = std::move(a).value();
-  p.b = std::move(b).value();
-  std::string addr = *p.b->listen("tcp://127.0.0.1:0");
-  auto accepted = std::async(std::launch::async, [&] { return p.b->accept(10s); });
-  p.to = *p.a->connect(addr);
-  p.from = *accepted.get();
-  return p;
-}
+using Pair = testing::TcpPair;
+Pair connect_pair() { return testing::connect_tcp_pair(); }
 
 // 8 MiB over loopback TCP at 16 MiB/s: the measured rate is the setting (the first burst of
 // 5 ms aside), within 10% above (the limiter's promise) and 40% below (a loaded machine).

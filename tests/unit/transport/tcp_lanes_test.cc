@@ -16,6 +16,7 @@
 
 #include "transport/context.h"
 #include "transport/counters.h"
+#include "tests/unit/transport/tcp_pair.h"
 #include "transport/tcp/lanes.h"
 
 namespace tictac::transport {
@@ -60,10 +61,7 @@ TEST(TcpLaneFrames, RoundTripAndRejectMalformed) {
   EXPECT_FALSE(tcp::decode_lane_frame(std::span<const std::byte>(whole.data(), 20)).ok());
 }
 
-struct Pair {
-  std::unique_ptr<Context> a, b;
-  PeerId to = 0, from = 0;  // a's peer id of b, b's peer id of a
-};
+using Pair = testing::TcpPair;
 
 void set_lanes(const char* value) {
   if (value != nullptr) {
@@ -76,19 +74,8 @@ void set_lanes(const char* value) {
 // b listens, a connects. `lanes_a` / `lanes_b`: TICTAC_TCP_LANES for each (read at create;
 // nullptr = unset, the default).
 Pair connect_pair(const char* lanes_a = "1", const char* lanes_b = "1") {
-  Pair p;
-  set_lanes(lanes_a);
-  auto a = Context::create({});
-  set_lanes(lanes_b);
-  auto b = Context::create({});
+  Pair p = testing::connect_tcp_pair([&] { set_lanes(lanes_a); }, [&] { set_lanes(lanes_b); });
   ::unsetenv("TICTAC_TCP_LANES");
-  EXPECT_TRUE(a.ok() && b.ok());
-  p.a = std::move(a).value();
-  p.b = std::move(b).value();
-  std::string addr = *p.b->listen("tcp://127.0.0.1:0");
-  auto accepted = std::async(std::launch::async, [&] { return p.b->accept(10s); });
-  p.to = *p.a->connect(addr);
-  p.from = *accepted.get();
   return p;
 }
 
