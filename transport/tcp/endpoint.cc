@@ -36,7 +36,6 @@ TcpEndpoint::TcpEndpoint(ProgressEngine& engine, int fd, LaneSetup lanes)
   // The variable was validated when the socket was tuned (tune_connected); auto by default.
   const Result<NotsentLowat> lowat = notsent_lowat_from_env();
   auto_lowat_ = !lowat.ok() || lowat->automatic;
-  lowat_ = kAutoLowatStart;
   if (setup_.enabled) {
     lane_ = LaneState::waiting;
     if (setup_.registry) setup_.registry->add(peer_, this);
@@ -112,13 +111,7 @@ Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload,
   if (lane == 0 && s_[1].ctrl_posted > synced1_) {
     // Non-DATA frames went on lane 1 since the last SYNC: nothing behind this point on lane 0
     // may be delivered before them.
-    OutFrame sync{};
-    const wire::HeaderBytes b =
-        encode_lane_frame(LaneFrame{LaneFrame::Kind::sync, s_[1].ctrl_posted});
-    std::copy(b.begin(), b.end(), sync.head.begin());
-    sync.head_len = b.size();
-    sync.internal = true;
-    enqueue(s, sync);
+    enqueue_lane_frame(s, LaneFrame{LaneFrame::Kind::sync, s_[1].ctrl_posted});
     synced1_ = s_[1].ctrl_posted;
   }
   OutFrame f{};
@@ -139,10 +132,19 @@ Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload,
       (header.type == wire::FrameType::data || header.type == wire::FrameType::announce)) {
     s.prio = header.priority;
     s.last_payload = Clock::now();
-    if (lane == 0 && auto_lowat_) follow_chunk_size(header.length);
+    if (auto_lowat_) follow_chunk_size(s, header.length);
   }
   enqueue(s, f);
   return Status::Ok();
+}
+
+void TcpEndpoint::enqueue_lane_frame(Socket& s, const LaneFrame& frame) {
+  OutFrame f{};
+  const wire::HeaderBytes b = encode_lane_frame(frame);
+  std::copy(b.begin(), b.end(), f.head.begin());
+  f.head_len = b.size();
+  f.internal = true;
+  enqueue(s, f);
 }
 
 void TcpEndpoint::open_lane() {
@@ -191,13 +193,7 @@ void TcpEndpoint::on_lane_connected() {
     return;
   }
   lane_ = LaneState::hello_sent;
-  OutFrame hello{};
-  const wire::HeaderBytes b =
-      encode_lane_frame(LaneFrame{LaneFrame::Kind::hello, ntohs(local.sin_port)});
-  std::copy(b.begin(), b.end(), hello.head.begin());
-  hello.head_len = b.size();
-  hello.internal = true;
-  enqueue(s_[1], hello);
+  enqueue_lane_frame(s_[1], LaneFrame{LaneFrame::Kind::hello, ntohs(local.sin_port)});
   update_interest(s_[1]);
 }
 
@@ -210,12 +206,7 @@ bool TcpEndpoint::attach_lane(int fd) {
   s.events = EPOLLIN;
   s.prefix = kLaneBarrierBytes;  // the peer sends framed traffic only after our OK
   lane_ = LaneState::up;
-  OutFrame ok{};
-  const wire::HeaderBytes b = encode_lane_frame(LaneFrame{LaneFrame::Kind::ok, 0});
-  std::copy(b.begin(), b.end(), ok.head.begin());
-  ok.head_len = b.size();
-  ok.internal = true;
-  enqueue(s, ok);
+  enqueue_lane_frame(s, LaneFrame{LaneFrame::Kind::ok, 0});
   transport_counters().tcp_lanes_up.fetch_add(1, std::memory_order_relaxed);
   TICTAC_LOG(debug) << desc_ << ": lane 1 up (accepted)";
   return true;

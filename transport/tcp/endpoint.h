@@ -1,7 +1,7 @@
 // TcpEndpoint: a connection to one peer over one non-blocking TCP socket, plus, once both sides
 // agreed, a second one (lane 1), so that a message more urgent than the stream on one socket can
-// go on the other (transport/tcp/lanes.h has the protocol). Internal to the TCP backend. Loop-thread only (see
-// transport/backend.h). Owns its sockets; close() unwatches and closes them.
+// go on the other (transport/tcp/lanes.h has the protocol). Internal to the TCP backend.
+// Loop-thread only (see transport/backend.h). Owns its sockets; close() unwatches and closes them.
 //
 // Sending: post() routes each frame to a socket (the current lane, or the other one for a message
 // more urgent than the data the current lane carries now, which then becomes the current lane;
@@ -23,6 +23,7 @@
 #include "transport/backend.h"
 #include "transport/scaffold/lifetime.h"
 #include "transport/tcp/lanes.h"
+#include "transport/tcp/socket_options.h"
 #include "transport/types.h"
 
 namespace tictac::transport::tcp {
@@ -78,11 +79,12 @@ class TcpEndpoint final : public Endpoint {
     bool eof = false;            // the peer closed this socket (at a frame boundary)
     std::uint64_t wait_for = 0;  // ... until the other socket delivered this many non-DATA frames
     std::deque<OutFrame> out;
-    std::size_t queued_bytes = 0;      // head and payload bytes in out not yet written
-    std::uint64_t ctrl_posted = 0;     // non-DATA frames posted (the peer's barriers count these)
-    std::uint64_t ctrl_got = 0;        // non-DATA frames delivered
-    Priority prio = 0;                 // the priority of the last data-carrying frame posted
-    Clock::time_point last_payload{};  // when it was posted
+    std::size_t queued_bytes = 0;   // head and payload bytes in out not yet written
+    std::uint64_t ctrl_posted = 0;  // non-DATA frames posted (the peer's barriers count these)
+    std::uint64_t ctrl_got = 0;     // non-DATA frames delivered
+    Priority prio = 0;              // the priority of the last data-carrying frame posted
+    std::uint64_t lowat = kAutoLowatStart;  // its TCP_NOTSENT_LOWAT when auto
+    Clock::time_point last_payload{};       // when it was posted
     ReadState rstate = ReadState::header;
     std::array<std::byte, kMaxHead> hbuf{};
     std::size_t hgot = 0;
@@ -104,6 +106,7 @@ class TcpEndpoint final : public Endpoint {
   // more urgent than the stream the current one carries (lane 0 while lane 1 is not up).
   int lane_for(Priority priority) const;
   void enqueue(Socket& s, const OutFrame& frame);
+  void enqueue_lane_frame(Socket& s, const LaneFrame& frame);
   void open_lane();
   void on_lane_connected();
   // Lane set-up failed: back to one socket (not an endpoint failure).
@@ -119,7 +122,9 @@ class TcpEndpoint final : public Endpoint {
 
   // --- endpoint_io.cc: socket I/O ---
   void on_events(int lane, std::uint32_t events);
-  void follow_chunk_size(std::uint64_t payload_bytes);
+  // Auto TCP_NOTSENT_LOWAT of `s`: follows the largest payload among the last kRecentFrames
+  // posted on either socket.
+  void follow_chunk_size(Socket& s, std::uint64_t payload_bytes);
   void schedule_flush();
   void flush_all();
   void flush(Socket& s);
@@ -148,12 +153,11 @@ class TcpEndpoint final : public Endpoint {
   std::uint64_t synced1_ = 0;  // lane-1 non-DATA frames announced by the last SYNC
   bool mac_seen_ = false;      // frame MACs in use: everything stays on lane 0
   std::unordered_map<std::uint64_t, int> pins_;  // msg_id -> lane of messages under way
-  int current_ = 0;       // the lane the stream uses now
+  int current_ = 0;                              // the lane the stream uses now
   bool polling_ = false;  // a reader is looking at the other socket (no deeper nesting)
   std::vector<std::byte> scratch_;
 
   bool auto_lowat_ = false;
-  std::uint64_t lowat_ = 0;  // lane 0's current TCP_NOTSENT_LOWAT when auto_lowat_
   static constexpr std::size_t kRecentFrames = 8;
   std::uint64_t recent_[kRecentFrames] = {};
   std::size_t recent_at_ = 0;

@@ -49,15 +49,15 @@ void TcpEndpoint::enqueue(Socket& s, const OutFrame& frame) {
 
 bool TcpEndpoint::queue_full(const Socket& s) const { return s.out.size() >= kMaxQueuedFrames; }
 
-void TcpEndpoint::follow_chunk_size(std::uint64_t payload_bytes) {
+void TcpEndpoint::follow_chunk_size(Socket& s, std::uint64_t payload_bytes) {
   recent_[recent_at_] = payload_bytes;
   recent_at_ = (recent_at_ + 1) % kRecentFrames;
   std::uint64_t largest = 0;
   for (std::uint64_t b : recent_) largest = std::max(largest, b);
   const std::uint64_t want = auto_notsent_lowat(largest);
-  if (want == lowat_) return;
+  if (want == s.lowat) return;
   // Best effort: a failure keeps the previous bound (the socket still works).
-  if (set_notsent_lowat(s_[0].fd, want).ok()) lowat_ = want;
+  if (set_notsent_lowat(s.fd, want).ok()) s.lowat = want;
 }
 
 void TcpEndpoint::schedule_flush() {
