@@ -20,6 +20,10 @@
 namespace tictac::transport::tcp {
 namespace {
 
+Status peer_closed_status() {
+  return Status(StatusCode::connection_lost, "the peer closed the connection (EOF)");
+}
+
 // A lane counts as carrying a stream while its queue holds frames or for this long after its
 // last data frame: the bytes handed over may still wait in the kernel's queues (a 256 KiB unsent
 // bound and the peer's receive buffer: about 2 ms at 1 Gbit/s).
@@ -242,7 +246,7 @@ bool TcpEndpoint::may_deliver(Socket& s) {
   if (other.ctrl_got >= need) return true;
   transport_counters().tcp_lane_barrier_waits.fetch_add(1, std::memory_order_relaxed);
   if (other.eof) {  // what it waits for can no longer come
-    fail(Status(StatusCode::connection_lost, "the peer closed the connection (EOF)"));
+    fail(peer_closed_status());
     return false;
   }
   s.paused = true;
@@ -311,7 +315,7 @@ void TcpEndpoint::peer_closed(Socket& s) {
   s.events = 0;
   Socket& other = s_[&s == &s_[1] ? 0 : 1];
   if (lane_ == LaneState::up && !other.eof && !other.paused) return;
-  fail(Status(StatusCode::connection_lost, "the peer closed the connection (EOF)"));
+  fail(peer_closed_status());
 }
 
 void TcpEndpoint::close() {
