@@ -52,6 +52,8 @@ class TcpBackend final : public Backend {
   Status attach(ProgressEngine& engine) override {
     Result<bool> lanes = lanes_from_env();
     if (!lanes.ok()) return lanes.status();
+    Result<std::uint64_t> lane_switch = lane_switch_bytes_from_env();
+    if (!lane_switch.ok()) return lane_switch.status();
     // The lane socket is not authenticated (transport/tcp/lanes.h): none where a token is set.
     lanes_ = *lanes && !has_token_;
     // TICTAC_RATE_LIMIT: reject a bad value now (while it is set, every new endpoint is wrapped

@@ -40,6 +40,10 @@ TcpEndpoint::TcpEndpoint(ProgressEngine& engine, int fd, LaneSetup lanes)
   // The variable was validated when the socket was tuned (tune_connected); auto by default.
   const Result<NotsentLowat> lowat = notsent_lowat_from_env();
   auto_lowat_ = !lowat.ok() || lowat->automatic;
+  // Validated in TcpBackend::attach. Without this rule a PS switched lanes ~120 times per
+  // connection and iteration, its workers' readers were held 40-50 ms per iteration, and
+  // training ran 5-6% slower (docs/benchmarks.md, "TCP lanes in PS training").
+  if (const Result<std::uint64_t> sw = lane_switch_bytes_from_env(); sw.ok()) switch_after_ = *sw;
   if (setup_.enabled) {
     lane_ = LaneState::waiting;
     if (setup_.registry) setup_.registry->add(peer_, this);
@@ -90,10 +94,12 @@ int TcpEndpoint::route(const wire::Header& h) {
 int TcpEndpoint::lane_for(Priority priority) const {
   if (lane_ != LaneState::up || mac_seen_) return 0;
   // The stream stays on the current lane; a message more urgent than what that lane carries
-  // now switches to the other one, so it does not wait behind those bytes.
+  // now switches to the other one, so it does not wait behind those bytes, if there are enough
+  // of them that a barrier does not hold it anyway (TICTAC_TCP_LANE_SWITCH).
   const Socket& cur = s_[current_];
   const bool streaming = !cur.out.empty() || Clock::now() - cur.last_payload < kBusyWindow;
-  return priority < cur.prio && streaming ? 1 - current_ : current_;
+  const bool skips_data = cur.data_since_ctrl >= switch_after_;
+  return priority < cur.prio && streaming && skips_data ? 1 - current_ : current_;
 }
 
 bool TcpEndpoint::has_urgent_capacity(std::int64_t priority) const {
@@ -131,7 +137,12 @@ Status TcpEndpoint::post(const wire::Header& header, const std::byte* payload,
   f.payload = payload;
   f.length = header.length;
   f.cookie = cookie;
-  if (header.type != wire::FrameType::data) ++s.ctrl_posted;
+  if (header.type != wire::FrameType::data) {
+    ++s.ctrl_posted;
+    s.data_since_ctrl = 0;
+  } else {
+    s.data_since_ctrl += header.length;
+  }
   if (header.length > 0 &&
       (header.type == wire::FrameType::data || header.type == wire::FrameType::announce)) {
     s.prio = header.priority;

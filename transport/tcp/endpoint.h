@@ -4,7 +4,8 @@
 // Loop-thread only (see transport/backend.h). Owns its sockets; close() unwatches and closes them.
 //
 // Sending: post() routes each frame to a socket (the current lane, or the other one for a message
-// more urgent than the data the current lane carries now, which then becomes the current lane;
+// more urgent than the data the current lane carries now, when at least 256 KiB of it follow the
+// lane's last control frame; the other one then becomes the current lane;
 // control frames on lane 0; a message's chunks stay on its lane)
 // and flushes each socket's queue with sendmsg. Receiving: each socket has its own frame reader;
 // the lanes' barriers decide when a frame may be delivered (the other socket is served
@@ -82,6 +83,7 @@ class TcpEndpoint final : public Endpoint {
     std::size_t queued_bytes = 0;   // head and payload bytes in out not yet written
     std::uint64_t ctrl_posted = 0;  // non-DATA frames posted (the peer's barriers count these)
     std::uint64_t ctrl_got = 0;     // non-DATA frames delivered
+    std::uint64_t data_since_ctrl = 0;  // DATA payload bytes posted after the last non-DATA frame
     Priority prio = 0;              // the priority of the last data-carrying frame posted
     std::uint64_t lowat = kAutoLowatStart;  // its TCP_NOTSENT_LOWAT when auto
     Clock::time_point last_payload{};       // when it was posted
@@ -143,6 +145,7 @@ class TcpEndpoint final : public Endpoint {
   ProgressEngine::DeferredCallId flush_call_ = 0;  // registered on the first schedule_flush()
   std::vector<std::uint64_t> sent_spare_;          // flush()'s list of sent cookies, kept for reuse
   bool was_full_ = false;
+  std::uint64_t switch_after_ = 256 << 10;  // TICTAC_TCP_LANE_SWITCH
   bool broken_ = false;              // failed: close at once (no linger_close)
   scaffold::LoopLifetime lifetime_;  // deferred work and sink callbacks check it
 

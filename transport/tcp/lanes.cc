@@ -13,14 +13,22 @@ using wire::put_le;
 
 constexpr std::uint8_t kLaneVersion = 1;
 
-// Off by default: in emulated PS training lanes made iterations 5.8% slower (docs/benchmarks.md,
-// "TCP lanes in PS training"), while they cut point-to-point pre-emption latency.
+// Off by default: they cut point-to-point pre-emption latency, but gained nothing in emulated PS
+// training on the 2-core VM (docs/benchmarks.md, "TCP lanes in PS training").
 const BoolTunable kLanes{"TICTAC_TCP_LANES", false,
                          "1 = a second TCP connection per peer, so that a message more urgent "
                          "than the stream on one socket skips the bytes queued in the kernel for "
                          "it (never where a job token is set); 0 = one connection per peer"};
 
+const SizeTunable kLaneSwitch{
+    "TICTAC_TCP_LANE_SWITCH", 256 << 10,
+    "with TICTAC_TCP_LANES=1: a more urgent message switches lanes only when the current lane "
+    "carries at least this many data bytes posted after its last control frame (all a switch "
+    "can skip); 0 = always"};
+
 }  // namespace
+
+Result<std::uint64_t> lane_switch_bytes_from_env() { return kLaneSwitch.get(); }
 
 wire::HeaderBytes encode_lane_frame(const LaneFrame& frame) {
   wire::HeaderBytes out{};

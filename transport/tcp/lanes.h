@@ -62,6 +62,12 @@ Result<LaneFrame> decode_lane_frame(std::span<const std::byte> bytes);
 
 // TICTAC_TCP_LANES: 0 (the default) or 1. invalid_argument naming the variable otherwise.
 Result<bool> lanes_from_env();
+// TICTAC_TCP_LANE_SWITCH (bytes, default 256 KiB): a message more urgent than the stream on the
+// current lane takes the other lane only when the current one carries at least this many DATA
+// bytes posted after its last non-DATA frame. A frame on the other lane waits (its barrier) for
+// every non-DATA frame posted before it, so those bytes are all a switch can skip. 0 = switch
+// whenever a message is more urgent. invalid_argument naming the variable for a bad value.
+Result<std::uint64_t> lane_switch_bytes_from_env();
 
 // Accepted endpoints waiting for their lane, by the peer's "ip:port" (loop thread only).
 class LaneRegistry {

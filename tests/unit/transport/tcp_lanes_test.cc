@@ -1,5 +1,6 @@
 // TCP lanes (transport/tcp/lanes.h): the lane frames, the lane coming up between two contexts,
-// urgent messages taking it during a stream (with TICTAC_TCP_LANES=0 as the counter-check), mixed
+// urgent messages taking it during a stream (with TICTAC_TCP_LANES=0 as the counter-check) only
+// past the switch threshold (TICTAC_TCP_LANE_SWITCH), mixed
 // traffic in both directions staying byte-exact and matched in order per tag, and a peer without
 // lanes. Lanes are opt-in (TICTAC_TCP_LANES=1); the tests ask for them.
 #include <gtest/gtest.h>
@@ -138,9 +139,12 @@ TEST(TcpLanes, APeerWithoutLanesKeepsOneSocketAndWorks) {
 
 // A 64 KiB priority-0 message posted while 128 MiB of priority 5 stream on the same connection:
 // it goes on lane 1 and lands first. Counter-check: with TICTAC_TCP_LANES=0 nothing goes on a
-// lane (and it still lands first: that is the send queue's order, not the lane's).
-std::uint64_t urgent_during_stream(const char* lanes) {
+// lane (and it still lands first: that is the send queue's order, not the lane's). `lane_switch`:
+// TICTAC_TCP_LANE_SWITCH for both sides (nullptr = the default).
+std::uint64_t urgent_during_stream(const char* lanes, const char* lane_switch = nullptr) {
+  if (lane_switch != nullptr) ::setenv("TICTAC_TCP_LANE_SWITCH", lane_switch, 1);
   Pair p = connect_pair(lanes, lanes);
+  ::unsetenv("TICTAC_TCP_LANE_SWITCH");
   ping(p);
   if (std::string(lanes) == "1") {
     EXPECT_TRUE(wait_for([&] { return lanes_up() > 0; }, 5s));
@@ -186,6 +190,14 @@ TEST(TcpLanes, AnUrgentMessageDuringAStreamTakesLaneOne) {
   EXPECT_EQ(urgent_during_stream("0"), 0u) << "counter-check: a lane frame with lanes off";
 }
 
+// The switch rule: the urgent message skips the stream's bytes only where enough of them follow
+// the lane's last control frame (the 128 MiB message's ANNOUNCE here). With a threshold above the
+// stream it stays on lane 0; the default (256 KiB, in the test above) and 0 switch.
+TEST(TcpLanes, AnUrgentMessageSwitchesOnlyPastTheSwitchThreshold) {
+  EXPECT_EQ(urgent_during_stream("1", "1G"), 0u) << "switched with fewer bytes to skip than asked";
+  EXPECT_GT(urgent_during_stream("1", "0"), 0u) << "counter-check: no switch with threshold 0";
+}
+
 // Both directions at once: messages of 0 B .. 1.5 MiB (inline, eager, rendezvous, many chunks)
 // with tags 0..7 (tag t at priority t % 4, so every level pre-empts the others), posted from two
 // threads, receives posted first in send order. Every receive gets its own message byte-exact
@@ -193,7 +205,11 @@ TEST(TcpLanes, AnUrgentMessageDuringAStreamTakesLaneOne) {
 // frames must have gone on lane 1, and the barriers must have held something, or this test did
 // not exercise what it is for.
 TEST(TcpLanes, MixedTrafficBothWaysIsExactAndMatchedInOrderPerTag) {
+  // Switch on every more urgent message (not only past 256 KiB of data since the last control
+  // frame): the most lane changes, the most barriers.
+  ::setenv("TICTAC_TCP_LANE_SWITCH", "0", 1);
   Pair p = connect_pair();
+  ::unsetenv("TICTAC_TCP_LANE_SWITCH");
   ping(p);
   ASSERT_TRUE(wait_for([&] { return lanes_up() > 0; }, 5s));
   const std::uint64_t frames = lane1_frames();
