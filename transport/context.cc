@@ -8,7 +8,9 @@
 #include <optional>
 #include <utility>
 
+#include "common/log.h"
 #include "transport/auth/token.h"
+#include "transport/counters.h"
 #include "transport/core.h"
 #include "transport/cuda_devices.h"
 #include "transport/request.h"
@@ -314,6 +316,8 @@ void Context::join() {
   joined_.store(true);
   engine_->stop();
   engine_->join();
+  TICTAC_LOG(info) << "transport counters (this process so far): "
+                   << describe_counters(transport_counters());
 }
 
 std::size_t Context::progress(std::chrono::milliseconds timeout) {

@@ -84,7 +84,10 @@ int TcpEndpoint::route(const wire::Header& h) {
     return lane_ == LaneState::up && !mac_seen_ ? current_ : 0;
   }
   const int lane = lane_for(h.priority);
-  if (h.length > 0) current_ = lane;  // the stream follows the frames that carry data
+  if (h.length > 0 && lane != current_) {  // the stream follows the frames that carry data
+    transport_counters().tcp_lane_switches.fetch_add(1, std::memory_order_relaxed);
+    current_ = lane;
+  }
   if (h.type == FrameType::data && h.length < h.total && lane_ == LaneState::up) {
     pins_.emplace(h.msg_id, lane);
   }
@@ -261,6 +264,7 @@ bool TcpEndpoint::may_deliver(Socket& s) {
     return false;
   }
   s.paused = true;
+  s.paused_since = Clock::now();
   s.wait_for = need;
   update_interest(s);
   return false;
@@ -310,6 +314,9 @@ void TcpEndpoint::resume_if_ready(Socket& s) {
   const bool lane1 = &s == &s_[1];
   if (s.eof || !s.paused || s_[lane1 ? 0 : 1].ctrl_got < s.wait_for) return;
   s.paused = false;
+  const auto held = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s.paused_since);
+  transport_counters().tcp_lane_barrier_wait_ns.fetch_add(static_cast<std::uint64_t>(held.count()),
+                                                          std::memory_order_relaxed);
   update_interest(s);
   const int lane = lane1 ? 1 : 0;
   engine_.defer(lifetime_.guard([this, lane] {

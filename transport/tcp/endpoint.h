@@ -79,6 +79,7 @@ class TcpEndpoint final : public Endpoint {
     bool paused = false;         // the next frame waits for the other socket (a barrier), or eof
     bool eof = false;            // the peer closed this socket (at a frame boundary)
     std::uint64_t wait_for = 0;  // ... until the other socket delivered this many non-DATA frames
+    Clock::time_point paused_since{};  // when a barrier held it (tcp_lane_barrier_wait_ns)
     std::deque<OutFrame> out;
     std::size_t queued_bytes = 0;   // head and payload bytes in out not yet written
     std::uint64_t ctrl_posted = 0;  // non-DATA frames posted (the peer's barriers count these)

@@ -213,6 +213,7 @@ TEST(TcpLanes, MixedTrafficBothWaysIsExactAndMatchedInOrderPerTag) {
   ping(p);
   ASSERT_TRUE(wait_for([&] { return lanes_up() > 0; }, 5s));
   const std::uint64_t frames = lane1_frames();
+  const std::uint64_t switches = transport_counters().tcp_lane_switches.load();
   constexpr int kPerDir = 400;
   struct Msg {
     Tag tag;
@@ -283,9 +284,10 @@ TEST(TcpLanes, MixedTrafficBothWaysIsExactAndMatchedInOrderPerTag) {
     EXPECT_EQ(ba[i].dst, ba[i].src) << "b->a message " << i;
   }
   EXPECT_GT(lane1_frames() - frames, 0u) << "no frame took lane 1: the test exercised nothing";
-  std::printf("lane 1 frames %llu, barrier waits so far %llu\n",
+  EXPECT_GT(transport_counters().tcp_lane_switches.load() - switches, 0u);
+  std::printf("lane 1 frames %llu; process counters: %s\n",
               static_cast<unsigned long long>(lane1_frames() - frames),
-              static_cast<unsigned long long>(transport_counters().tcp_lane_barrier_waits.load()));
+              describe_counters(transport_counters()).c_str());
 }
 
 }  // namespace
