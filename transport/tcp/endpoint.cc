@@ -314,7 +314,8 @@ void TcpEndpoint::resume_if_ready(Socket& s) {
   const bool lane1 = &s == &s_[1];
   if (s.eof || !s.paused || s_[lane1 ? 0 : 1].ctrl_got < s.wait_for) return;
   s.paused = false;
-  const auto held = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s.paused_since);
+  const auto held =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - s.paused_since);
   transport_counters().tcp_lane_barrier_wait_ns.fetch_add(static_cast<std::uint64_t>(held.count()),
                                                           std::memory_order_relaxed);
   update_interest(s);
