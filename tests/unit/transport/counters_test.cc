@@ -1,12 +1,13 @@
 // describe_counters (transport/counters.h): every counter by name with its value, and the DATA
 // frames by payload size over the non-empty classes only.
+#include "transport/counters.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "common/log.h"
 #include "transport/context.h"
-#include "transport/counters.h"
 
 namespace tictac::transport {
 namespace {
@@ -46,9 +47,10 @@ TEST(TransportCounters, AJoinedContextLogsThemAtInfoLevel) {
     ::testing::internal::CaptureStderr();
     (*ctx)->join();
     const std::string err = ::testing::internal::GetCapturedStderr();
-    const bool logged = err.find("transport counters (this process so far): readies_sent=") !=
-                        std::string::npos;
-    EXPECT_EQ(logged, level == LogLevel::info) << "level " << static_cast<int>(level) << ": " << err;
+    const bool logged =
+        err.find("transport counters (this process so far): readies_sent=") != std::string::npos;
+    EXPECT_EQ(logged, level == LogLevel::info)
+        << "level " << static_cast<int>(level) << ": " << err;
   }
   set_log_level(before);
 }
