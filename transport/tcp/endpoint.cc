@@ -42,7 +42,7 @@ TcpEndpoint::TcpEndpoint(ProgressEngine& engine, int fd, LaneSetup lanes)
   auto_lowat_ = !lowat.ok() || lowat->automatic;
   // Validated in TcpBackend::attach. Without this rule a PS switched lanes ~120 times per
   // connection and iteration, its workers' readers were held 40-50 ms per iteration, and
-  // training ran 5-6% slower (docs/benchmarks.md, "TCP lanes in PS training").
+  // training ran 5-6% slower (docs/benchmarks.md, "The switch rule").
   if (const Result<std::uint64_t> sw = lane_switch_bytes_from_env(); sw.ok()) switch_after_ = *sw;
   if (setup_.enabled) {
     lane_ = LaneState::waiting;

@@ -4,8 +4,8 @@
 // Loop-thread only (see transport/backend.h). Owns its sockets; close() unwatches and closes them.
 //
 // Sending: post() routes each frame to a socket (the current lane, or the other one for a message
-// more urgent than the data the current lane carries now, when at least 256 KiB of it follow the
-// lane's last control frame; the other one then becomes the current lane;
+// more urgent than the data the current lane carries now, when at least TICTAC_TCP_LANE_SWITCH
+// bytes of it follow the lane's last control frame; the other one then becomes the current lane;
 // control frames on lane 0; a message's chunks stay on its lane)
 // and flushes each socket's queue with sendmsg. Receiving: each socket has its own frame reader;
 // the lanes' barriers decide when a frame may be delivered (the other socket is served
