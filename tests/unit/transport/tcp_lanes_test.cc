@@ -143,11 +143,12 @@ TEST(TcpLanes, APeerWithoutLanesKeepsOneSocketAndWorks) {
 // TICTAC_TCP_LANE_SWITCH for both sides (nullptr = the default).
 std::uint64_t urgent_during_stream(const char* lanes, const char* lane_switch = nullptr) {
   if (lane_switch != nullptr) ::setenv("TICTAC_TCP_LANE_SWITCH", lane_switch, 1);
+  const std::uint64_t up_before = lanes_up();
   Pair p = connect_pair(lanes, lanes);
   ::unsetenv("TICTAC_TCP_LANE_SWITCH");
   ping(p);
   if (std::string(lanes) == "1") {
-    EXPECT_TRUE(wait_for([&] { return lanes_up() > 0; }, 5s));
+    EXPECT_TRUE(wait_for([&] { return lanes_up() >= up_before + 2; }, 5s));
   }
   std::this_thread::sleep_for(20ms);
   const std::size_t big = 128 << 20, small = 64 << 10;
@@ -198,7 +199,8 @@ TEST(TcpLanes, AnUrgentMessageSwitchesOnlyPastTheSwitchThreshold) {
   EXPECT_GT(urgent_during_stream("1", "0"), 0u) << "counter-check: no switch with threshold 0";
 }
 
-// Both directions at once: messages of 0 B .. 1.5 MiB (inline, eager, rendezvous, many chunks)
+// Both directions at once: 32 MiB, then messages of 0 B .. 1.5 MiB (inline, eager, rendezvous,
+// many chunks)
 // with tags 0..7 (tag t at priority t % 4, so every level pre-empts the others), posted from two
 // threads, receives posted first in send order. Every receive gets its own message byte-exact
 // (the contents differ per message, so a message matched out of its tag's order fails). Some
@@ -208,10 +210,11 @@ TEST(TcpLanes, MixedTrafficBothWaysIsExactAndMatchedInOrderPerTag) {
   // Switch on every more urgent message (not only past 256 KiB of data since the last control
   // frame): the most lane changes, the most barriers.
   ::setenv("TICTAC_TCP_LANE_SWITCH", "0", 1);
+  const std::uint64_t up_before = lanes_up();
   Pair p = connect_pair();
   ::unsetenv("TICTAC_TCP_LANE_SWITCH");
   ping(p);
-  ASSERT_TRUE(wait_for([&] { return lanes_up() > 0; }, 5s));
+  ASSERT_TRUE(wait_for([&] { return lanes_up() >= up_before + 2; }, 5s));
   const std::uint64_t frames = lane1_frames();
   const std::uint64_t switches = transport_counters().tcp_lane_switches.load();
   constexpr int kPerDir = 400;
@@ -239,6 +242,18 @@ TEST(TcpLanes, MixedTrafficBothWaysIsExactAndMatchedInOrderPerTag) {
     return out;
   };
   std::vector<Msg> ab = make(), ba = make();
+  // Each direction opens with 32 MiB at the least urgent level, and the rest follows once it
+  // streams: more urgent messages then surely arrive mid-stream and switch lanes, however slowly
+  // this build runs (under TSan everything might otherwise be queued before anything is sent,
+  // and leave in strict priority order on one lane).
+  for (std::vector<Msg>* msgs : {&ab, &ba}) {
+    Msg& first = msgs->front();
+    first.tag = 3;
+    first.bytes = 32 << 20;
+    first.src.assign(first.bytes + 1, std::byte{0});
+    for (std::size_t k = 0; k < first.bytes; k += 97) first.src[k] = static_cast<std::byte>(k);
+    first.dst.assign(first.bytes + 1, std::byte{0});
+  }
   std::vector<MemoryRegion> regions, sends_ab, sends_ba;  // alive until the end
   regions.reserve(2 * kPerDir);
   sends_ab.reserve(kPerDir);
@@ -269,6 +284,7 @@ TEST(TcpLanes, MixedTrafficBothWaysIsExactAndMatchedInOrderPerTag) {
                  if (!st.ok()) ++errors;
                  ++done;
                });
+      if (i == 0) std::this_thread::sleep_for(10ms);       // the 32 MiB are under way
       if (i % 50 == 0) std::this_thread::sleep_for(1ms);  // new levels arrive mid-stream
     }
   };
