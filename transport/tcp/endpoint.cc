@@ -99,10 +99,11 @@ int TcpEndpoint::lane_for(Priority priority) const {
   // The stream stays on the current lane; a message more urgent than what that lane carries
   // now switches to the other one, so it does not wait behind those bytes, if there are enough
   // of them that a barrier does not hold it anyway (TICTAC_TCP_LANE_SWITCH).
+  // The clock is read last: most frames are not more urgent than the stream.
   const Socket& cur = s_[current_];
+  if (priority >= cur.prio || cur.data_since_ctrl < switch_after_) return current_;
   const bool streaming = !cur.out.empty() || Clock::now() - cur.last_payload < kBusyWindow;
-  const bool skips_data = cur.data_since_ctrl >= switch_after_;
-  return priority < cur.prio && streaming && skips_data ? 1 - current_ : current_;
+  return streaming ? 1 - current_ : current_;
 }
 
 bool TcpEndpoint::has_urgent_capacity(std::int64_t priority) const {
